@@ -1,0 +1,3 @@
+from cglint.cli import main
+import sys
+sys.exit(main())

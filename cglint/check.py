@@ -1,0 +1,206 @@
+"""`cglint check` as a function: paths and configuration in, findings out."""
+from __future__ import annotations
+
+import fnmatch
+import gc
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Optional
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from cglint import catalogue, source, suppress
+from cglint.config import Config
+from cglint.discovery import discover
+from cglint.engine.captures import TraceStep
+from cglint.engine.checker import Engine, RawHit
+from cglint.engine.prefilter import CAPTURE_TOKENS, mentions
+from cglint.engine.project import ModuleInfo, Project, module_name_for
+from cglint.findings import Finding, Region
+
+
+@dataclass
+class CheckResult:
+    findings: list[Finding] = field(default_factory=list)
+    files_checked: int = 0
+
+
+def display_path(path: Path) -> str:
+    """Paths relative to the working directory when below it, as users typed them otherwise."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def check_paths(paths: Iterable[Path], config: Config, codes: Optional[set[str]] = None, force_exclude: bool = False) -> CheckResult:
+    files, missing = discover(list(paths), config.excludes, config.root, force_exclude)
+    return check_files(files, config, codes, missing)
+
+
+def check_files(
+    files: list[Path],
+    config: Config,
+    codes: Optional[set[str]] = None,
+    missing: Iterable[Path] = (),
+    sources: Optional[dict[Path, str]] = None,
+) -> CheckResult:
+    """Check `files`; `sources` gives the text of files that are not (or not yet) on disk."""
+    codes = catalogue.selected(config.select, config.ignore) | catalogue.expand(config.extend_select) if codes is None else codes
+    diagnostics: list[Finding] = [_diagnostic(display_path(p), source.SourceError("CG001", "no such file or directory")) for p in missing]
+    project = Project(display_path, lambda path, error: diagnostics.append(_diagnostic(display_path(path), error)))
+    checked = {p.resolve() for p in files}
+    texts: dict[Path, str] = {}
+    for path in files:
+        given = (sources or {}).get(path)
+        loaded = source.SourceFile(path, display_path(path), given) if given is not None else source.load(path, display_path(path))
+        if isinstance(loaded, source.SourceError):
+            diagnostics.append(_diagnostic(display_path(path), loaded))
+            continue
+        if suppress.skips_file(loaded.text):
+            continue
+        texts[path] = loaded.text
+        project.add_root(_import_root(path))
+    for root in (config.root, config.root / "src"):
+        if root.is_dir():
+            project.add_root(root)
+    # Only files that can hold a capture are parsed up front; everything they reach is
+    # parsed on demand, and the rest is never parsed (most of a large tree).
+    helper_names = set(config.capture_functions) | {name.rsplit(".", 1)[-1] for name in config.captured}
+    entry = [p for p, text in texts.items() if mentions(text, CAPTURE_TOKENS | helper_names)]
+    rules = [rule() for rule in catalogue.rule_classes() if rule.code in codes and rule.scope != "runtime"]
+    engine = Engine(project, rules, config.capture_functions, config.captured, on_error=lambda m, e: _internal(diagnostics, m, e))
+    modules = [m for m in (project.module_for_path(p, texts[p]) for p in entry) if m is not None]
+    engine.discover_modules(modules)
+    helpers = engine.helper_names() - helper_names
+    if helpers:
+        modules += [
+            m for p, text in texts.items()
+            if p not in entry and mentions(text, helpers) and (m := project.module_for_path(p, text)) is not None
+        ]
+        engine.discover_modules(modules)
+    for path, text in texts.items():
+        if project.parsed(path) is None and path not in entry:
+            error = source.syntax_check(text)
+            if error is not None:
+                diagnostics.append(_diagnostic(display_path(path), error))
+    was_enabled = gc.isenabled()
+    gc.disable()  # the walk allocates many short-lived objects and no cycles worth collecting
+    try:
+        hits = engine.run()
+    finally:
+        if was_enabled:
+            gc.enable()
+    findings = _findings(hits, checked)
+    result = [f for f in findings + diagnostics if f.code in codes or f.code in catalogue.TOOL_DIAGNOSTICS]
+    result = [f for f in result if not _ignored(f, config)]
+    return CheckResult(sorted(set(result), key=lambda f: f.sort_key), len(files))
+
+
+def _import_root(path: Path) -> Path:
+    return module_name_for(path)[1]
+
+
+def _internal(diagnostics: list[Finding], module: ModuleInfo, exc: BaseException) -> None:
+    where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    detail = f" at {Path(where.filename).name}:{where.lineno}" if where else ""
+    message = f"internal error: {type(exc).__name__}: {exc}{detail}; please report this file to cglint"
+    diagnostics.append(_diagnostic(module.display, source.SourceError("CG000", message)))
+
+
+def _diagnostic(path: str, error: source.SourceError) -> Finding:
+    name, _ = catalogue.TOOL_DIAGNOSTICS[error.code]
+    severity = "error"
+    return Finding(path, error.line, error.column, error.line, error.column, error.code, "internal", severity, error.message, "")
+
+
+class _Positions:
+    """Line and column of nodes, resolved lazily, once per module that has something to report."""
+
+    def __init__(self) -> None:
+        self._maps: dict[int, object] = {}
+
+    def of(self, module: ModuleInfo, node: cst.CSTNode):
+        key = id(module)
+        if key not in self._maps:
+            self._maps[key] = MetadataWrapper(module.tree, unsafe_skip_copy=True).resolve(PositionProvider)
+        positions = self._maps[key]
+        return positions.get(node)  # type: ignore[attr-defined]
+
+
+def _findings(hits: list[RawHit], checked: set[Path]) -> list[Finding]:
+    positions = _Positions()
+    findings = []
+    for hit in hits:
+        # Report hazards in the files being checked, and hazards reached from a capture in them.
+        region_file = hit.capture.site.module.file.path.resolve() if hit.capture else None
+        if hit.module.file.path.resolve() not in checked and region_file not in checked:
+            continue
+        span = positions.of(hit.module, hit.node)
+        if span is None:
+            continue
+        lines = hit.module.file.lines[span.start.line - 1 : span.end.line]
+        if suppress.is_suppressed(hit.rule.code, lines[:1] + lines[-1:]):
+            continue
+        region, trace = _region_and_trace(hit, positions)
+        findings.append(
+            Finding(
+                path=hit.module.display,
+                line=span.start.line,
+                column=span.start.column + 1,
+                end_line=span.end.line,
+                end_column=span.end.column + 1,
+                code=hit.rule.code,
+                category=hit.rule.category,
+                severity=hit.rule.severity,
+                message=hit.rule.format_message(hit.details),
+                fix_hint=_format(hit.rule.fix_hint, hit.details),
+                region=region,
+                trace=trace,
+            )
+        )
+    return findings
+
+
+def _format(template: str, details: dict) -> str:
+    try:
+        return template.format(**details)
+    except (KeyError, IndexError, ValueError):
+        return template
+
+
+def _region_and_trace(hit: RawHit, positions: _Positions) -> tuple[Optional[Region], tuple[str, ...]]:
+    if hit.capture is None:
+        return None, ()
+
+    def step(s: TraceStep, node: Optional[cst.CSTNode] = None) -> str:
+        span = positions.of(s.module, node or s.node)
+        line = span.start.line if span else 0
+        return f"{s.module.display}:{line} {s.text}"
+
+    site = hit.capture.site
+    site_span = positions.of(site.module, site.node)
+    region = Region(site.module.display, site_span.start.line if site_span else 0, hit.capture.kind)
+    trace = [step(s) for s in hit.trace]
+    function = hit.function
+    if function is not hit.capture.function and hasattr(function.node, "name"):
+        trace.append(step(TraceStep(function.module, function.node, function.qualname), function.node.name))
+    return region, tuple(trace)
+
+
+def _ignored(finding: Finding, config: Config) -> bool:
+    if not config.per_file_ignores:
+        return False
+    path = Path(finding.path)
+    try:
+        relative = path.resolve().relative_to(config.root).as_posix()
+    except ValueError:
+        relative = path.as_posix()
+    for pattern, codes in config.per_file_ignores.items():
+        if fnmatch.fnmatch(relative, pattern) or fnmatch.fnmatch(path.name, pattern):
+            if finding.code in catalogue.expand(codes):
+                return True
+    return False
+

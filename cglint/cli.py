@@ -1,0 +1,170 @@
+"""The command line: `cglint check`, `cglint rule CODE`, `cglint rules`, `cglint verify`.
+
+Exit codes (as ruff): 0 no findings, 1 findings, 2 usage, configuration or internal error.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Optional, Sequence, TextIO
+
+from cglint import __version__
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+class UsageError(Exception):
+    pass
+
+
+def _codes(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cglint", description="Find CUDA-Graph hazards in PyTorch code.")
+    parser.add_argument("--version", action="version", version=f"cglint {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    check = commands.add_parser("check", help="check files or folders statically (default: .)")
+    check.add_argument("paths", nargs="*", type=Path, metavar="PATH")
+    check.add_argument("--select", type=_codes, help="codes, prefixes or categories to report (comma-separated)")
+    check.add_argument("--extend-select", type=_codes, default=[], help="add to the selection")
+    check.add_argument("--ignore", type=_codes, default=[], help="codes, prefixes or categories not to report")
+    check.add_argument("--format", choices=("text", "concise", "json", "sarif", "github"), default=None)
+    check.add_argument("--output-file", type=Path, help="write the report to this file")
+    check.add_argument("--statistics", action="store_true", help="show counts per rule")
+    check.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
+    check.add_argument("--config", type=Path, help="configuration file (pyproject.toml or cglint.toml)")
+    check.add_argument("--force-exclude", action="store_true", help="apply exclusions to files named explicitly too")
+    check.add_argument("--fix", action="store_true", help="apply safe automatic fixes")
+    check.add_argument("--no-cache", action="store_true", help="do not read or write the result cache")
+    check.add_argument("--jobs", "-j", type=int, default=None, metavar="N", help="worker processes")
+    check.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+
+    rule = commands.add_parser("rule", help="explain one rule")
+    rule.add_argument("code")
+    commands.add_parser("rules", help="list every rule")
+
+    verify = commands.add_parser("verify", help="run a script with every CUDA-graph capture instrumented", add_help=False)
+    verify.add_argument("rest", nargs=argparse.REMAINDER)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "verify":
+        from cglint.verify.cli import main as verify_main
+
+        return verify_main(argv[1:])
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "check":
+            return run_check(args)
+        if args.command == "rule":
+            return run_rule(args.code, sys.stdout)
+        if args.command == "rules":
+            return run_rules(sys.stdout)
+        parser.print_help()
+        return EXIT_ERROR
+    except UsageError as exc:
+        print(f"cglint: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("cglint: interrupted", file=sys.stderr)
+        return 130
+
+
+def run_check(args: argparse.Namespace) -> int:
+    from cglint import catalogue, config as config_module
+    from cglint.check import check_paths
+    from cglint.report import write_report
+
+    paths = args.paths or [Path(".")]
+    try:
+        config = config_module.load(args.config, paths[0] if paths[0].exists() else Path("."))
+        codes = catalogue.selected(args.select or config.select, [*config.ignore, *args.ignore])
+        codes |= catalogue.expand([*config.extend_select, *args.extend_select])
+    except (config_module.ConfigError, catalogue.UnknownSelector) as exc:
+        raise UsageError(str(exc)) from None
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    result = check_paths(paths, config, codes, force_exclude=args.force_exclude)
+    fmt = args.format or os.environ.get("CGLINT_OUTPUT_FORMAT", "text")
+    if fmt == "sarif":
+        from cglint.report.sarif import write_sarif
+
+        with _output(args.output_file) as stream:
+            write_sarif(result.findings, stream)
+    else:
+        with _output(args.output_file) as stream:
+            color = _use_color(args.color, stream)
+            write_report(result.findings, fmt=fmt, files_checked=result.files_checked, stream=stream, statistics=args.statistics, color=color)
+    if result.findings and not args.exit_zero:
+        return EXIT_FINDINGS
+    return EXIT_CLEAN
+
+
+class _output:
+    """stdout, or a file written whole at the end (never a half-written report)."""
+
+    def __init__(self, path: Optional[Path]):
+        self.path = path
+
+    def __enter__(self) -> TextIO:
+        if self.path is None:
+            return sys.stdout
+        import io
+
+        self._buffer = io.StringIO()
+        return self._buffer
+
+    def __exit__(self, *exc) -> None:
+        if self.path is not None and exc[0] is None:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self.path.write_text(self._buffer.getvalue(), encoding="utf-8")
+            except OSError as error:
+                raise UsageError(f"cannot write {self.path}: {error}") from None
+
+
+def _use_color(choice: str, stream: TextIO) -> bool:
+    if choice != "auto":
+        return choice == "always"
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return stream is sys.stdout and sys.stdout.isatty()
+
+
+def run_rule(code: str, stream: TextIO) -> int:
+    from cglint import catalogue
+
+    code = code.upper()
+    rule = catalogue.by_code().get(code)
+    if rule is None:
+        if code in catalogue.TOOL_DIAGNOSTICS:
+            name, text = catalogue.TOOL_DIAGNOSTICS[code]
+            stream.write(f"{code} {name}: {text}\n")
+            return EXIT_CLEAN
+        raise UsageError(f"unknown rule {code!r}; `cglint rules` lists them")
+    stream.write(rule.doc().markdown())
+    return EXIT_CLEAN
+
+
+def run_rules(stream: TextIO) -> int:
+    from cglint import catalogue
+
+    for code, (name, text) in catalogue.TOOL_DIAGNOSTICS.items():
+        stream.write(f"{code}  {'internal':<14} {'error':<8} {name}: {text}\n")
+    for rule in catalogue.rule_classes():
+        stream.write(f"{rule.code}  {rule.category:<14} {rule.severity:<8} {rule.name}: {rule.summary}\n")
+    return EXIT_CLEAN
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

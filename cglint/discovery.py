@@ -1,0 +1,42 @@
+"""Which files to check: Python files under the given paths, minus excluded patterns."""
+from __future__ import annotations
+
+import fnmatch
+import os
+from pathlib import Path
+from typing import Iterable
+
+
+def _excluded(path: Path, patterns: Iterable[str], root: Path) -> bool:
+    try:
+        relative = path.resolve().relative_to(root).as_posix()
+    except ValueError:
+        relative = path.as_posix()
+    for pattern in patterns:
+        if fnmatch.fnmatch(path.name, pattern) or fnmatch.fnmatch(relative, pattern):
+            return True
+        if fnmatch.fnmatch(relative, pattern.rstrip("/") + "/*"):
+            return True
+    return False
+
+
+def discover(paths: Iterable[Path], excludes: list[str], root: Path, force_exclude: bool = False) -> tuple[list[Path], list[Path]]:
+    """(Python files to check, paths that do not exist), sorted and without duplicates."""
+    found: dict[Path, None] = {}
+    missing: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            for folder, dirs, files in os.walk(path, followlinks=False):
+                base = Path(folder)
+                dirs[:] = sorted(d for d in dirs if not _excluded(base / d, excludes, root))
+                for name in sorted(files):
+                    candidate = base / name
+                    if name.endswith(".py") and not _excluded(candidate, excludes, root) and candidate.is_file():
+                        found.setdefault(candidate, None)
+        elif path.exists() or path.is_symlink():
+            # A file named explicitly is checked even if excluded, unless --force-exclude.
+            if not (force_exclude and _excluded(path, excludes, root)):
+                found.setdefault(path, None)
+        else:
+            missing.append(path)
+    return sorted(found, key=lambda p: p.as_posix()), missing

@@ -1,0 +1,25 @@
+"""The PyTorch symbol tables of rules/torch_api.toml, loaded once."""
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+from types import SimpleNamespace
+
+from cglint.tomlread import toml
+
+
+def _freeze(table: dict) -> SimpleNamespace:
+    return SimpleNamespace(
+        **{key.replace("-", "_"): frozenset(v) if isinstance(v, list) else v for key, v in table.items()}
+    )
+
+
+@lru_cache(maxsize=None)
+def tables() -> SimpleNamespace:
+    data = toml.loads(resources.files("cglint.rules").joinpath("torch_api.toml").read_text("utf-8"))
+    return SimpleNamespace(
+        capture=_freeze(data["capture"]),
+        objects=dict(data["objects"]),
+        values=_freeze(data["values"]),
+        factories=_freeze(data["factories"]),
+    )

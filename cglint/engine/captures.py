@@ -1,0 +1,113 @@
+"""Recognising capture sites: the forms that make code run under CUDA-graph capture.
+
+Everything here answers "is this node a capture form, and what does it capture?"
+from the symbol tables; the walker decides when to ask.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Optional, Union
+
+import libcst as cst
+
+from cglint.engine.api import tables
+from cglint.engine.project import FunctionInfo, ModuleInfo
+from cglint.engine.syntax import call_method, code_of, keyword, positional, string_value
+
+if TYPE_CHECKING:
+    from cglint.engine.scope import Scope
+
+
+@dataclass(frozen=True)
+class TraceStep:
+    module: ModuleInfo
+    node: cst.CSTNode
+    text: str
+
+
+@dataclass(eq=False)
+class Capture:
+    """One capture site and what it captures."""
+
+    kind: str  # the region kind reported in JSON
+    site: TraceStep
+    # A region inside a function body (a `with` block or a capture_begin span) ...
+    function: Optional[FunctionInfo] = None
+    marker: Optional[cst.CSTNode] = None  # the With node, or the capture_begin Call
+    # ... or whole callables that run captured.
+    targets: tuple = ()
+    # Names and `self.` attributes the region reads or writes (for replay rules).
+    names: set = field(default_factory=set)
+    attrs: set = field(default_factory=set)
+
+
+def is_graph_context(call: cst.BaseExpression, scope: "Scope") -> bool:
+    return isinstance(call, cst.Call) and scope.qualname(call.func) in tables().capture.graph_context
+
+
+def capture_method(call: cst.Call) -> Optional[str]:
+    """'begin', 'end' or 'replay' for `g.capture_begin()` and friends."""
+    method = call_method(call)
+    if method is None:
+        return None
+    names = tables().capture
+    return {names.begin_method: "begin", names.end_method: "end", names.replay_method: "replay"}.get(method[1])
+
+
+def captured_callables(call: cst.Call, scope: "Scope") -> Optional[tuple[str, list[cst.BaseExpression]]]:
+    """(kind, callable expressions) when `call` captures the callables it is given."""
+    names = tables().capture
+    qualified = scope.qualname(call.func)
+    if qualified in names.graphed_callables:
+        args = positional(call)
+        first = args[0] if args else keyword(call, "callables")
+        if first is None:
+            return None
+        items = [e.value for e in first.elements] if isinstance(first, (cst.Tuple, cst.List)) else [first]
+        return "make_graphed_callables", items
+    if qualified in names.compile and compiles_cudagraphs(call):
+        args = positional(call)
+        if args:
+            return "torch.compile", [args[0]]
+    return None
+
+
+def compiles_cudagraphs(call: cst.Call) -> bool:
+    """torch.compile(mode="reduce-overhead") or options that turn cudagraphs on."""
+    names = tables().capture
+    if string_value(keyword(call, "mode")) in names.cudagraph_modes:
+        return True
+    options = keyword(call, "options")
+    if isinstance(options, cst.Dict):
+        for element in options.elements:
+            if isinstance(element, cst.DictElement) and string_value(element.key) in names.cudagraph_options:
+                if isinstance(element.value, cst.Name) and element.value.value == "True":
+                    return True
+    return False
+
+
+def compile_decorator(function: FunctionInfo, scope: "Scope") -> Optional[cst.Decorator]:
+    node = function.node
+    if not isinstance(node, cst.FunctionDef):
+        return None
+    for decorator in node.decorators:
+        expr = decorator.decorator
+        if isinstance(expr, cst.Call) and scope.qualname(expr.func) in tables().capture.compile:
+            if compiles_cudagraphs(expr):
+                return decorator
+    return None
+
+
+def is_contextmanager(function: FunctionInfo, scope: "Scope") -> bool:
+    node = function.node
+    if not isinstance(node, cst.FunctionDef):
+        return False
+    return any(scope.qualname(d.decorator) in tables().capture.contextmanager for d in node.decorators)
+
+
+def site(module: ModuleInfo, node: cst.CSTNode, text: Optional[str] = None) -> TraceStep:
+    return TraceStep(module, node, text or code_of(node))
+
+
+def with_label(item: Union[cst.WithItem, cst.CSTNode]) -> str:
+    return "with " + code_of(item.item if isinstance(item, cst.WithItem) else item)

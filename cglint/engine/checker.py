@@ -1,0 +1,329 @@
+"""The static checker's engine: discover captures, walk what they reach, collect hits.
+
+Three phases over the parsed modules:
+1. discover: walk every function of the modules that may capture, recording
+   capture sites, project capture helpers, and what regions read and write;
+2. regions: breadth-first from each capture, walk its region and every project
+   function it reaches (shortest call chain first), running the region rules;
+3. replay: walk the code that runs between replays, running the replay rules.
+
+The engine knows rules only through their `nodes` and `scope`.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Optional, Sequence
+
+import libcst as cst
+
+from cglint.engine import captures
+from cglint.engine.captures import Capture, TraceStep
+from cglint.engine.project import FunctionInfo, ModuleInfo, Project
+from cglint.engine.scope import Scope, initial_env
+from cglint.engine.state import StateFacts
+from cglint.engine.syntax import code_of, descendants
+from cglint.engine.values import Value
+from cglint.engine.walk import Mode, Walker
+from cglint.rule import REGION, REPLAY, Hit, Rule
+
+MAX_DEPTH = 24  # longest call chain followed from a capture site
+
+
+def _raise(module: ModuleInfo, exc: BaseException) -> None:
+    raise exc
+
+
+@dataclass(eq=False)
+class Job:
+    function: FunctionInfo
+    args: dict[str, Value]
+    capture: Capture
+    trace: tuple[TraceStep, ...]
+    marker: Optional[cst.CSTNode] = None  # only this region of the function is captured; None: all of it
+
+
+@dataclass(frozen=True)
+class RawHit:
+    """A rule hit before positions are resolved."""
+
+    rule: Rule
+    module: ModuleInfo
+    node: cst.CSTNode
+    details: dict
+    capture: Optional[Capture]
+    trace: tuple[TraceStep, ...]
+    function: FunctionInfo
+
+
+@dataclass
+class Helper:
+    """What a project function does when called: capture its `with` body or its callable arguments."""
+
+    kind: str = ""
+    context: bool = False
+    callable_params: set = field(default_factory=set)
+
+
+class Engine:
+    def __init__(
+        self,
+        project: Project,
+        rules: Sequence[Rule],
+        capture_functions: Iterable[str] = (),
+        captured: Iterable[str] = (),
+        on_error: Callable[[ModuleInfo, BaseException], None] = _raise,
+    ):
+        self.project = project
+        self.on_error = on_error
+        self._modules: list[ModuleInfo] = []
+        self.region_rules = _by_node_type(r for r in rules if r.scope == REGION)
+        self.replay_rules = _by_node_type(r for r in rules if r.scope == REPLAY)
+        self.capture_functions = set(capture_functions)
+        self.captured = list(captured)
+        self.state = StateFacts(project, self)
+        self.hits: list[RawHit] = []
+        self._seen_hits: set = set()
+        self._captures: dict[tuple, Capture] = {}
+        self._discovered: set[int] = set()
+        self._helpers: dict[int, Helper] = {}
+        self._yields: set[int] = set()
+        self._param_calls: dict[int, set[str]] = {}
+        self._replayers: dict[int, FunctionInfo] = {}
+        self._queue: deque[Job] = deque()
+        self._jobs_seen: set = set()
+        self._order: dict[int, tuple] = {}
+
+    # --- driver ------------------------------------------------------------
+    def discover_modules(self, modules: Iterable[ModuleInfo]) -> None:
+        """Phase 1 for these modules (each module once)."""
+        for module in modules:
+            if module not in self._modules:
+                self._modules.append(module)
+                self._guarded(module, lambda: self._discover_module(module))
+
+    def run(self) -> list[RawHit]:
+        """Phases 2 and 3, after discovery."""
+        self._configured_captures(self._modules)
+        for capture in list(self._captures.values()):
+            self._start(capture)
+        while self._queue:
+            job = self._queue.popleft()
+            env = initial_env(self.project, job.function, job.args)
+            self._guarded(job.function.module, lambda: Walker(self, job.function, env, Mode.REGION, job).run())
+        if self.replay_rules:
+            for function in self._replay_candidates():
+                env = initial_env(self.project, function)
+                self._guarded(function.module, lambda: Walker(self, function, env, Mode.REPLAY).run())
+        return self.hits
+
+    def helper_names(self) -> set[str]:
+        """Names of project functions found to capture when called (for a second file scan)."""
+        for capture in list(self._captures.values()):
+            if capture.function is not None:
+                self.helper(capture.function)
+        return {h.kind.rsplit(".", 1)[-1].split()[-1] for h in self._helpers.values() if h.context or h.callable_params}
+
+    def _guarded(self, module: ModuleInfo, work: Callable[[], None]) -> None:
+        # One broken construct must not cost the user the findings of every other file.
+        try:
+            work()
+        except RecursionError as exc:
+            self.on_error(module, exc)
+        except Exception as exc:  # noqa: BLE001 - reported as CG000 with the file
+            self.on_error(module, exc)
+
+    def _discover_module(self, module: ModuleInfo) -> None:
+        self.discover(module.body_function, {})
+        functions = list(module.functions.values())
+        for cls in module.classes.values():
+            functions.extend(cls.methods.values())
+        for function in functions:
+            self.discover(function, initial_env(self.project, function))
+            decorator = captures.compile_decorator(function, Scope(self.project, function))
+            if decorator is not None:
+                self.capture_callables(function, decorator.decorator, "torch.compile", [function])
+
+    def discover(self, function: FunctionInfo, env: dict[str, Value]) -> None:
+        if id(function.node) in self._discovered:
+            return
+        self._discovered.add(id(function.node))
+        Walker(self, function, env, Mode.DISCOVER).run()
+
+    def _configured_captures(self, modules: list[ModuleInfo]) -> None:
+        for name in self.captured:
+            for function in self._functions_named(name, modules):
+                self.capture_callables(None, function.node, "captured (configuration)", [function])
+
+    def _functions_named(self, name: str, modules: list[ModuleInfo]) -> list[FunctionInfo]:
+        found = self.project.resolve(name)
+        if isinstance(found, FunctionInfo):
+            return [found]
+        # Also accept names relative to the module, like "Model.forward" or "decode_step".
+        result = []
+        for module in modules:
+            for function in [*module.functions.values(), *(m for c in module.classes.values() for m in c.methods.values())]:
+                if function.qualname == name or f"{module.name}.{function.qualname}" == name:
+                    result.append(function)
+        return result
+
+    def _start(self, capture: Capture) -> None:
+        if capture.marker is not None and capture.function is not None:
+            self._push(Job(capture.function, {}, capture, (capture.site,), capture.marker), ("marker", id(capture.marker)))
+        for target in capture.targets:
+            self._push(Job(target, {}, capture, (capture.site,)), _job_key(target, {}))
+
+    def _push(self, job: Job, key: tuple) -> None:
+        if key not in self._jobs_seen:
+            self._jobs_seen.add(key)
+            self._queue.append(job)
+
+    def enqueue(self, function: FunctionInfo, args: dict[str, Value], parent: Job, step: TraceStep) -> None:
+        if len(parent.trace) < MAX_DEPTH:
+            self._push(Job(function, args, parent.capture, parent.trace + (step,)), _job_key(function, args))
+
+    # --- discovery callbacks ---------------------------------------------------
+    def capture_in(self, function: FunctionInfo, marker: cst.CSTNode, kind: str, label: str) -> Capture:
+        key = ("in", id(marker))
+        if key not in self._captures:
+            self._captures[key] = Capture(kind, TraceStep(function.module, marker, label), function=function, marker=marker)
+        return self._captures[key]
+
+    def capture_callables(self, function: Optional[FunctionInfo], site: cst.CSTNode, kind: str, targets: list[FunctionInfo]) -> None:
+        if not targets:
+            return
+        module = targets[0].module if function is None else function.module
+        key = ("callables", id(site))
+        capture = self._captures.get(key)
+        if capture is None:
+            label = kind if function is None else code_of(site)
+            capture = Capture(kind, TraceStep(module, site, label))
+            self._captures[key] = capture
+        capture.targets = tuple(dict.fromkeys(capture.targets + tuple(targets)))
+
+    def note_yield_in_region(self, function: FunctionInfo, capture: Optional[Capture]) -> None:
+        self._yields.add(id(function.node))
+
+    def note_parameter_call(self, function: FunctionInfo, param: str) -> None:
+        self._param_calls.setdefault(id(function.node), set()).add(param)
+
+    def note_replay(self, function: FunctionInfo) -> None:
+        self._replayers[id(function.node)] = function
+
+    def helper(self, function: FunctionInfo) -> Helper:
+        """Whether calling `function` captures something (detected, or named in the configuration)."""
+        key = id(function.node)
+        if key in self._helpers:
+            return self._helpers[key]
+        self._helpers[key] = Helper()  # recursion guard
+        self.discover(function, initial_env(self.project, function))
+        helper = Helper(kind=f"capture helper {function.qualname}")
+        if self._is_configured(function):
+            # Named in `capture-functions`: whichever way it is used, it captures.
+            helper.context = True
+            helper.callable_params = {p.name.value for p in function.params}
+        else:
+            is_cm = captures.is_contextmanager(function, Scope(self.project, function))
+            helper.context = is_cm and key in self._yields
+            helper.callable_params = self._param_calls.get(key, set())
+        self._helpers[key] = helper
+        return helper
+
+    def _is_configured(self, function: FunctionInfo) -> bool:
+        names = {function.qualname, f"{function.module.name}.{function.qualname}", function.name}
+        return bool(names & self.capture_functions)
+
+    # --- facts for rules -----------------------------------------------------
+    def captured_names(self, function: FunctionInfo) -> set[str]:
+        names: set[str] = set()
+        for capture in self._captures.values():
+            if capture.function is function:
+                names |= capture.names
+        return names
+
+    def captured_attrs(self, cls) -> set[str]:
+        attrs: set[str] = set()
+        family = set(map(id, self.project.mro(cls)))
+        for capture in self._captures.values():
+            owner = capture.function.cls if capture.function is not None else None
+            if owner is not None and (owner is cls or id(owner) in family or cls in self.project.mro(owner)):
+                attrs |= capture.attrs
+        return attrs
+
+    def captures_in(self, function: FunctionInfo) -> bool:
+        return any(c.function is function for c in self._captures.values())
+
+    def calls_replay(self, function: FunctionInfo) -> bool:
+        return id(function.node) in self._replayers
+
+    def replay_follows(self, function: FunctionInfo, statement: Optional[cst.CSTNode]) -> bool:
+        index, replays, loops = self._statement_order(function)
+        position = index.get(id(statement)) if statement is not None else None
+        if position is None:
+            return False
+        if any(r > position for r in replays):
+            return True
+        return any(start <= position <= end and any(start <= r <= end for r in replays) for start, end in loops)
+
+    def _statement_order(self, function: FunctionInfo) -> tuple:
+        key = id(function.node)
+        if key not in self._order:
+            index: dict[int, int] = {}
+            replays: list[int] = []
+            loops: list[tuple[int, int]] = []
+            open_loops: list[tuple[cst.CSTNode, int]] = []
+            nodes = function.body if not isinstance(function.node, cst.Module) else list(function.node.body)
+            for top in nodes:
+                for node in [top, *descendants(top)]:
+                    if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+                        index[id(node)] = len(index)
+                        if isinstance(node, (cst.For, cst.While)):
+                            open_loops.append((node, len(index) - 1))
+                    elif isinstance(node, cst.Call) and captures.capture_method(node) == "replay":
+                        replays.append(len(index) - 1)
+            for loop, start in open_loops:
+                end = max(index[id(n)] for n in descendants(loop) if id(n) in index) if any(id(n) in index for n in descendants(loop)) else start
+                loops.append((start, end))
+            self._order[key] = (index, replays, loops)
+        return self._order[key]
+
+    def _replay_candidates(self) -> list[FunctionInfo]:
+        found = {id(c.function.node): c.function for c in self._captures.values() if c.function is not None}
+        found.update(self._replayers)
+        return list(found.values())
+
+    # --- rules ---------------------------------------------------------------
+    def run_rules(self, rules: dict[type, list[Rule]], node: cst.CSTNode, walker: Walker) -> None:
+        for rule in rules.get(type(node), ()):
+            for hit in rule.check(node, walker.ctx):
+                if not isinstance(hit, Hit):
+                    hit = Hit(hit)
+                key = (id(hit.node), rule.code)
+                if key in self._seen_hits:
+                    continue
+                self._seen_hits.add(key)
+                job = walker.job
+                self.hits.append(
+                    RawHit(
+                        rule,
+                        walker.function.module,
+                        hit.node,
+                        hit.details,
+                        job.capture if job else None,
+                        job.trace if job else (),
+                        walker.function,
+                    )
+                )
+
+
+def _by_node_type(rules: Iterable[Rule]) -> dict[type, list[Rule]]:
+    table: dict[type, list[Rule]] = {}
+    for rule in rules:
+        for node_type in rule.nodes:
+            table.setdefault(node_type, []).append(rule)
+    return table
+
+
+def _job_key(function: FunctionInfo, args: dict[str, Value]) -> tuple:
+    signature = tuple(sorted((name, v.kind.value, v.random, v.tag, tuple(map(id, v.targets))) for name, v in args.items()))
+    return ("call", id(function.node), signature)

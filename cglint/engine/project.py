@@ -1,0 +1,358 @@
+"""The checked project: modules found on disk, parsed on demand, and what they define.
+
+Nothing here imports the checked code. A module is parsed the first time it is
+needed: because it may hold a capture, or because a call from a captured region
+reaches it. Qualified names ("pkg.model.Model.forward") resolve to definitions
+through imports, including re-exports in `__init__.py` files.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator, Optional, Union
+
+import libcst as cst
+
+from cglint import source
+from cglint.engine.syntax import assigned_names, children, descendants, dotted_name
+
+
+@dataclass(eq=False)
+class FunctionInfo:
+    module: "ModuleInfo"
+    node: Union[cst.FunctionDef, cst.Lambda, cst.Module]
+    name: str
+    qualname: str  # "Model.forward", "<module>", "<lambda>"
+    cls: Optional["ClassInfo"] = None
+    parent: Optional["FunctionInfo"] = None  # the enclosing function of a nested def
+
+    @property
+    def params(self) -> list[cst.Param]:
+        if isinstance(self.node, cst.Module):
+            return []
+        p = self.node.params
+        return [*p.posonly_params, *p.params, *p.kwonly_params]
+
+    @property
+    def is_method(self) -> bool:
+        return self.cls is not None and not _has_decorator(self.node, "staticmethod")
+
+    @property
+    def body(self) -> list[cst.CSTNode]:
+        node = self.node
+        if isinstance(node, cst.Module):
+            return list(node.body)
+        if isinstance(node, cst.Lambda):
+            return [node.body]
+        if isinstance(node.body, cst.IndentedBlock):
+            return list(node.body.body)
+        return list(node.body.body)  # a one-line `def f(): return x`
+
+
+@dataclass(eq=False)
+class ClassInfo:
+    module: "ModuleInfo"
+    node: cst.ClassDef
+    name: str
+    methods: dict[str, FunctionInfo] = field(default_factory=dict)
+    _attrs: Optional[dict[str, list["AttrWrite"]]] = None
+
+    @property
+    def qualname(self) -> str:
+        return f"{self.module.name}.{self.name}"
+
+    def attr_writes(self) -> dict[str, list["AttrWrite"]]:
+        """Every `self.X = ...` / `self.X += ...` in the class's methods (computed once)."""
+        if self._attrs is None:
+            self._attrs = {}
+            for method in self.methods.values():
+                for write in _self_writes(method):
+                    self._attrs.setdefault(write.attr, []).append(write)
+        return self._attrs
+
+
+@dataclass(frozen=True)
+class AttrWrite:
+    attr: str
+    method: FunctionInfo
+    value: Optional[cst.BaseExpression]  # None for augmented assignment
+    augmented: bool
+    node: cst.CSTNode
+
+
+@dataclass(eq=False)
+class ModuleInfo:
+    name: str
+    file: source.SourceFile
+    tree: cst.Module
+    is_package: bool
+    imports: dict[str, str] = field(default_factory=dict)  # local name -> qualified name
+    functions: dict[str, FunctionInfo] = field(default_factory=dict)
+    classes: dict[str, ClassInfo] = field(default_factory=dict)
+    globals: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)
+
+    @property
+    def display(self) -> str:
+        return self.file.display
+
+    _body: Optional[FunctionInfo] = None
+
+    @property
+    def body_function(self) -> FunctionInfo:
+        """The module's top-level code, walked like a function body."""
+        if self._body is None:
+            self._body = FunctionInfo(self, self.tree, "<module>", "<module>")
+        return self._body
+
+    def absolute(self, relative_level: int, module: Optional[str]) -> str:
+        """Resolve `from ..x import` against this module's package."""
+        package = self.name if self.is_package else self.name.rpartition(".")[0]
+        parts = package.split(".") if package else []
+        if relative_level > 1:
+            parts = parts[: len(parts) - (relative_level - 1)]
+        if module:
+            parts.append(module)
+        return ".".join(p for p in parts if p)
+
+
+Definition = Union[FunctionInfo, ClassInfo, ModuleInfo]
+
+
+def _has_decorator(node: cst.CSTNode, name: str) -> bool:
+    if not isinstance(node, cst.FunctionDef):
+        return False
+    return any(dotted_name(d.decorator) == name for d in node.decorators)
+
+
+def _self_writes(method: FunctionInfo) -> Iterator[AttrWrite]:
+    if not method.params or not isinstance(method.node, cst.FunctionDef):
+        return
+    self_name = method.params[0].name.value
+    for node in descendants(method.node.body):
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                for leaf in assigned_names(target.target):
+                    attr = _self_attr(leaf, self_name)
+                    if attr:
+                        yield AttrWrite(attr, method, node.value, False, node)
+        elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+            attr = _self_attr(node.target, self_name)
+            if attr:
+                augmented = isinstance(node, cst.AugAssign)
+                yield AttrWrite(attr, method, None if augmented else node.value, augmented, node)
+
+
+def _self_attr(target: cst.BaseExpression, self_name: str) -> Optional[str]:
+    if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name):
+        if target.value.value == self_name:
+            return target.attr.value
+    return None
+
+
+def module_name_for(path: Path) -> tuple[str, Path, bool]:
+    """(dotted module name, import root, is package) from the __init__.py files around `path`."""
+    path = path.resolve()
+    is_package = path.name == "__init__.py"
+    parts = [] if is_package else [path.stem]
+    folder = path.parent
+    while (folder / "__init__.py").is_file() and folder.parent != folder:
+        parts.append(folder.name)
+        folder = folder.parent
+    return ".".join(reversed(parts)), folder, is_package
+
+
+class Project:
+    """Module lookup by name or path, parsing each file at most once."""
+
+    def __init__(self, display: Callable[[Path], str], on_error: Callable[[Path, source.SourceError], None]):
+        self._display = display
+        self._on_error = on_error
+        self.roots: list[Path] = []
+        self._by_path: dict[Path, Optional[ModuleInfo]] = {}
+        self._by_name: dict[str, Optional[ModuleInfo]] = {}
+        self._cache: dict[object, object] = {}
+
+    def cached(self, key: object, compute: Callable[[], object], pending: object) -> object:
+        """Memoise a derived fact; `pending` answers recursive requests while it is computed."""
+        if key not in self._cache:
+            self._cache[key] = pending
+            self._cache[key] = compute()
+        return self._cache[key]
+
+    def add_root(self, root: Path) -> None:
+        root = root.resolve()
+        if root not in self.roots:
+            self.roots.append(root)
+
+    def module_for_path(self, path: Path, text: Optional[str] = None) -> Optional[ModuleInfo]:
+        path = path.resolve()
+        if path in self._by_path:
+            return self._by_path[path]
+        name, root, is_package = module_name_for(path)
+        self.add_root(root)
+        info = None
+        file = source.SourceFile(path, self._display(path), text) if text is not None else source.load(
+            path, self._display(path)
+        )
+        if isinstance(file, source.SourceError):
+            self._on_error(path, file)
+        else:
+            tree = source.parse(file.text)
+            if isinstance(tree, source.SourceError):
+                self._on_error(path, tree)
+            else:
+                info = _index(ModuleInfo(name, file, tree, is_package))
+        self._by_path[path] = info
+        if info is not None:
+            self._by_name.setdefault(name, info)
+        return info
+
+    def parsed(self, path: Path) -> Optional[ModuleInfo]:
+        """The module at `path` if it was parsed (None if never needed, or broken)."""
+        return self._by_path.get(path.resolve())
+
+    def module(self, name: str) -> Optional[ModuleInfo]:
+        if name in self._by_name:
+            return self._by_name[name]
+        found = None
+        relative = Path(*name.split(".")) if name else None
+        for root in list(self.roots) if relative else ():
+            for candidate in (root / relative.with_suffix(".py"), root / relative / "__init__.py"):
+                if candidate.is_file():
+                    found = self.module_for_path(candidate)
+                    break
+            if found:
+                break
+        self._by_name[name] = found
+        return found
+
+    def resolve(self, qualname: str, _depth: int = 0) -> Optional[Definition]:
+        """The project definition a qualified name refers to, if any."""
+        if _depth > 8 or not qualname:
+            return None
+        parts = qualname.split(".")
+        for cut in range(len(parts), 0, -1):
+            module = self.module(".".join(parts[:cut]))
+            if module is not None:
+                return self._member(module, parts[cut:], _depth)
+        return None
+
+    def _member(self, module: ModuleInfo, rest: list[str], depth: int) -> Optional[Definition]:
+        if not rest:
+            return module
+        head, tail = rest[0], rest[1:]
+        found: Optional[Definition] = module.functions.get(head) or module.classes.get(head)
+        if found is None and head in module.imports:
+            target = module.imports[head]
+            if target != f"{module.name}.{head}":
+                found = self.resolve(target, depth + 1)
+        if found is None and module.is_package:
+            found = self.module(f"{module.name}.{head}")
+        if found is None or not tail:
+            return found
+        if isinstance(found, ModuleInfo):
+            return self._member(found, tail, depth)
+        if isinstance(found, ClassInfo) and len(tail) == 1:
+            return self.method(found, tail[0])
+        return None
+
+    def bases(self, cls: ClassInfo) -> list[ClassInfo]:
+        found = []
+        for base in cls.node.bases:
+            name = dotted_name(base.value)
+            if name is None:
+                continue
+            head, _, rest = name.partition(".")
+            if head in cls.module.classes and not rest:
+                found.append(cls.module.classes[head])
+                continue
+            qualified = cls.module.imports.get(head)
+            target = self.resolve(f"{qualified}.{rest}" if rest else qualified) if qualified else None
+            if isinstance(target, ClassInfo):
+                found.append(target)
+        return found
+
+    def mro(self, cls: ClassInfo) -> list[ClassInfo]:
+        order, queue = [], [cls]
+        while queue and len(order) < 32:
+            current = queue.pop(0)
+            if current not in order:
+                order.append(current)
+                queue.extend(self.bases(current))
+        return order
+
+    def method(self, cls: ClassInfo, name: str, skip_first: bool = False) -> Optional[FunctionInfo]:
+        for klass in self.mro(cls)[1 if skip_first else 0 :]:
+            if name in klass.methods:
+                return klass.methods[name]
+        return None
+
+    def base_names(self, cls: ClassInfo) -> set[str]:
+        """Qualified names of every base class, project or not (to recognise nn.Module)."""
+        names = set()
+        for klass in self.mro(cls):
+            for base in klass.node.bases:
+                name = dotted_name(base.value)
+                if name:
+                    head, _, rest = name.partition(".")
+                    qualified = klass.module.imports.get(head, head)
+                    names.add(f"{qualified}.{rest}" if rest else qualified)
+        return names
+
+
+def _index(module: ModuleInfo) -> ModuleInfo:
+    """Record the module's imports, functions, classes and globals (no walk into bodies)."""
+    for node in descendants(module.tree):
+        if isinstance(node, cst.Import):
+            for alias in node.names:
+                full = dotted_name(alias.name) or ""
+                if alias.asname is not None:
+                    module.imports[alias.asname.name.value] = full  # type: ignore[union-attr]
+                else:
+                    head = full.split(".")[0]
+                    module.imports.setdefault(head, head)
+        elif isinstance(node, cst.ImportFrom):
+            base = dotted_name(node.module) if node.module is not None else None
+            origin = module.absolute(len(node.relative), base) if node.relative else (base or "")
+            if isinstance(node.names, cst.ImportStar):
+                continue
+            for alias in node.names:
+                name = alias.name.value if isinstance(alias.name, cst.Name) else dotted_name(alias.name)
+                local = alias.asname.name.value if alias.asname is not None else name  # type: ignore[union-attr]
+                if name and local:
+                    module.imports[local] = f"{origin}.{name}" if origin else name
+    for stmt in _top_level(module.tree.body):
+        if isinstance(stmt, cst.FunctionDef):
+            name = stmt.name.value
+            module.functions[name] = FunctionInfo(module, stmt, name, name)
+        elif isinstance(stmt, cst.ClassDef):
+            cls = ClassInfo(module, stmt, stmt.name.value)
+            for member in _top_level(stmt.body.body if isinstance(stmt.body, cst.IndentedBlock) else []):
+                if isinstance(member, cst.FunctionDef):
+                    name = member.name.value
+                    cls.methods[name] = FunctionInfo(module, member, name, f"{cls.name}.{name}", cls)
+            module.classes[cls.name] = cls
+        elif isinstance(stmt, (cst.Assign, cst.AnnAssign)) and stmt.value is not None:
+            targets = [t.target for t in stmt.targets] if isinstance(stmt, cst.Assign) else [stmt.target]
+            for target in targets:
+                for leaf in assigned_names(target):
+                    if isinstance(leaf, cst.Name):
+                        module.globals.setdefault(leaf.value, []).append(stmt.value)
+    return module
+
+
+def _top_level(body) -> Iterator[cst.CSTNode]:
+    """Statements at this level, looking through if/try/with blocks but not into defs."""
+    for stmt in body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            yield from stmt.body
+        elif isinstance(stmt, (cst.If, cst.Try, cst.With, cst.For, cst.While)):
+            for child in children(stmt):
+                if isinstance(child, (cst.IndentedBlock, cst.SimpleStatementSuite)):
+                    yield from _top_level(child.body)
+                elif isinstance(child, (cst.Else, cst.ExceptHandler, cst.Finally, cst.If)):
+                    for grandchild in children(child):
+                        if isinstance(grandchild, (cst.IndentedBlock, cst.SimpleStatementSuite)):
+                            yield from _top_level(grandchild.body)
+        else:
+            yield stmt

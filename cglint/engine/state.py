@@ -1,0 +1,87 @@
+"""Host state that changes between replays: counters and flags a captured branch reads.
+
+A branch on such state is decided once, at capture, and frozen for every replay.
+State set only in `__init__` (configuration flags like `self.use_bias`) never
+changes between replays, so reading it is safe: that is the false positive this
+module exists to avoid.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+import libcst as cst
+
+from cglint.engine.project import ClassInfo, ModuleInfo, Project
+from cglint.engine.syntax import assigned_names, code_of, descendants
+from cglint.engine.values import Kind, evaluate
+
+if TYPE_CHECKING:
+    from cglint.engine.checker import Engine
+    from cglint.engine.scope import Scope
+
+_SETUP_METHODS = frozenset({"__init__", "__post_init__", "__setstate__"})
+
+
+def _is_toggle(value: Optional[cst.BaseExpression]) -> bool:
+    """Assigning a literal or a negation outside setup is a mode switch or a counter reset."""
+    if value is None:
+        return True
+    if isinstance(value, cst.Name):
+        return value.value in ("True", "False")
+    return isinstance(value, (cst.Integer, cst.Float, cst.SimpleString)) or (
+        isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Not)
+    )
+
+
+class StateFacts:
+    def __init__(self, project: Project, engine: "Engine"):
+        self.project = project
+        self.engine = engine
+
+    def changing(self, expr: cst.BaseExpression, scope: "Scope") -> Optional[str]:
+        if isinstance(expr, cst.Attribute):
+            base = evaluate(expr.value, scope)
+            if base.kind == Kind.OBJECT and not base.is_class:
+                for cls in base.targets:
+                    if isinstance(cls, ClassInfo):
+                        where = self._changed_attribute(cls, expr.attr.value)
+                        if where:
+                            return f"`{code_of(expr)}` {where}"
+        elif isinstance(expr, cst.Name) and expr.value not in scope.env:
+            where = self._changed_globals(scope.module).get(expr.value)
+            if where:
+                return f"global `{expr.value}` {where}"
+        return None
+
+    def _changed_attribute(self, cls: ClassInfo, attr: str) -> Optional[str]:
+        for klass in self.project.mro(cls):
+            for write in klass.attr_writes().get(attr, ()):
+                if write.method.name in _SETUP_METHODS:
+                    continue
+                if write.augmented:
+                    return f"is updated in {write.method.qualname}()"
+                if _is_toggle(write.value):
+                    return f"is reassigned in {write.method.qualname}()"
+        return None
+
+    def _changed_globals(self, module: ModuleInfo) -> dict[str, str]:
+        key = ("globals-changed", module.name)
+        return self.project.cached(key, lambda: self._scan_globals(module), {})  # type: ignore[return-value]
+
+    def _scan_globals(self, module: ModuleInfo) -> dict[str, str]:
+        found: dict[str, str] = {}
+        functions = [*module.functions.values(), *(m for c in module.classes.values() for m in c.methods.values())]
+        for function in functions:
+            declared: set[str] = set()
+            for node in descendants(function.node):
+                if isinstance(node, cst.Global):
+                    declared.update(n.name.value for n in node.names)
+                elif isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Name):
+                    if node.target.value in declared:
+                        found.setdefault(node.target.value, f"is updated in {function.qualname}()")
+                elif isinstance(node, cst.Assign):
+                    for target in node.targets:
+                        for leaf in assigned_names(target.target):
+                            if isinstance(leaf, cst.Name) and leaf.value in declared:
+                                found.setdefault(leaf.value, f"is reassigned in {function.qualname}()")
+        return found

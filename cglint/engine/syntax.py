@@ -1,0 +1,138 @@
+"""Small helpers over libcst nodes, shared by the engine and the rules."""
+from __future__ import annotations
+
+from dataclasses import fields, is_dataclass
+from typing import Iterator, Optional
+
+import libcst as cst
+
+# Node types that never hold code: skipping them keeps the walk lean (a stock
+# CSTVisitor spends most of its time dispatching on whitespace and punctuation).
+_TRIVIA = (
+    cst.BaseParenthesizableWhitespace,
+    cst.EmptyLine,
+    cst.TrailingWhitespace,
+    cst.Comment,
+    cst.Newline,
+    cst.LeftParen,
+    cst.RightParen,
+    cst.LeftSquareBracket,
+    cst.RightSquareBracket,
+    cst.LeftCurlyBrace,
+    cst.RightCurlyBrace,
+    cst.Comma,
+    cst.Dot,
+    cst.Colon,
+    cst.Semicolon,
+    cst.AssignEqual,
+    cst.ImportStar,
+)
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _child_fields(node_type: type) -> tuple[str, ...]:
+    names = _FIELDS.get(node_type)
+    if names is None:
+        names = tuple(f.name for f in fields(node_type)) if is_dataclass(node_type) else ()
+        _FIELDS[node_type] = names
+    return names
+
+
+def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Direct child nodes that can hold code, in source order."""
+    for name in _child_fields(type(node)):
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            if not isinstance(value, _TRIVIA):
+                yield value
+        elif isinstance(value, (tuple, list)):
+            for item in value:
+                if isinstance(item, cst.CSTNode) and not isinstance(item, _TRIVIA):
+                    yield item
+
+
+def descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Every code node below `node` (pre-order), without entering nested defs or lambdas."""
+    stack = list(children(node))
+    stack.reverse()
+    while stack:
+        current = stack.pop()
+        yield current
+        if isinstance(current, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        kids = list(children(current))
+        kids.reverse()
+        stack.extend(kids)
+
+
+def dotted_name(node: cst.BaseExpression) -> Optional[str]:
+    """`a.b.c` for a Name/Attribute chain, else None."""
+    parts = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if isinstance(node, cst.Name):
+        parts.append(node.value)
+        return ".".join(reversed(parts))
+    return None
+
+
+def call_method(call: cst.Call) -> Optional[tuple[cst.BaseExpression, str]]:
+    """(receiver, method name) for `receiver.method(...)`."""
+    if isinstance(call.func, cst.Attribute):
+        return call.func.value, call.func.attr.value
+    return None
+
+
+def keyword(call: cst.Call, name: str) -> Optional[cst.BaseExpression]:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg.value
+    return None
+
+
+def positional(call: cst.Call) -> list[cst.BaseExpression]:
+    return [a.value for a in call.args if a.keyword is None and not a.star]
+
+
+def argument(call: cst.Call, index: int, name: str) -> Optional[cst.BaseExpression]:
+    """The argument passed as keyword `name` or at position `index`."""
+    value = keyword(call, name)
+    if value is not None:
+        return value
+    args = positional(call)
+    return args[index] if index < len(args) else None
+
+
+def string_value(node: Optional[cst.BaseExpression]) -> Optional[str]:
+    if isinstance(node, cst.SimpleString):
+        try:
+            value = node.evaluated_value
+        except Exception:  # noqa: BLE001 - odd prefixes; not a plain literal
+            return None
+        return value if isinstance(value, str) else None
+    return None
+
+
+def is_true(node: Optional[cst.BaseExpression]) -> bool:
+    return isinstance(node, cst.Name) and node.value == "True"
+
+
+_CODE_MODULE = cst.Module(body=[])
+
+
+def code_of(node: cst.CSTNode, limit: int = 60) -> str:
+    """One-line source text of a node, shortened for traces and messages."""
+    text = " ".join(_CODE_MODULE.code_for_node(node).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def assigned_names(target: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
+    """Leaf targets of an assignment target (unpacking tuples and lists)."""
+    if isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from assigned_names(element.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from assigned_names(target.value)
+    else:
+        yield target

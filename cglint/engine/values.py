@@ -1,0 +1,315 @@
+"""Host versus tensor: a small abstract interpretation of expressions.
+
+Rules must tell `x.shape[0] > 4` (host) from `x.sum() > 0` (tensor data), and a
+host tensor (`torch.rand(3)`) from a device one (`torch.rand(3, device="cuda")`).
+Each expression gets a `Value`; anything the checker cannot tell is UNKNOWN, and
+rules only fire on what is known, so an unknown never becomes a false positive.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Optional
+
+import libcst as cst
+
+from cglint.engine.api import tables
+from cglint.engine.project import ClassInfo, FunctionInfo, ModuleInfo
+from cglint.engine.syntax import call_method, keyword, positional, string_value
+
+if TYPE_CHECKING:
+    from cglint.engine.scope import Scope
+
+
+class Kind(enum.Enum):
+    UNKNOWN = "unknown"
+    HOST = "host"  # Python numbers, strings, metadata (shape, dtype), containers of those
+    TENSOR = "tensor"  # a tensor on the device (or on a device we cannot tell)
+    CPU_TENSOR = "cpu_tensor"  # a tensor known to live in host memory
+    NUMPY = "numpy"
+    OBJECT = "object"  # modules, functions, classes, streams, generators...
+
+
+@dataclass(frozen=True)
+class Value:
+    kind: Kind = Kind.UNKNOWN
+    random: bool = False  # drawn from a host random number generator
+    tag: str = ""  # object tag from the symbol tables: "stream", "generator", ...
+    targets: tuple = ()  # project FunctionInfo / ClassInfo (instances) it may be
+    qualname: str = ""  # the external symbol it names (`torch.cuda`, `random.random`)
+    is_class: bool = False  # the targets are classes, not instances
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.kind in (Kind.TENSOR, Kind.CPU_TENSOR)
+
+    @property
+    def is_host(self) -> bool:
+        return self.kind in (Kind.HOST, Kind.NUMPY)
+
+
+UNKNOWN = Value()
+HOST = Value(Kind.HOST)
+TENSOR = Value(Kind.TENSOR)
+CPU_TENSOR = Value(Kind.CPU_TENSOR)
+
+
+def join(a: Value, b: Value) -> Value:
+    if a == b:
+        return a
+    if a.kind == b.kind:
+        return Value(a.kind, a.random and b.random, a.tag if a.tag == b.tag else "", tuple(dict.fromkeys(a.targets + b.targets)))
+    if a.is_tensor and b.is_tensor:
+        return TENSOR
+    return UNKNOWN
+
+
+def _combine(values: list[Value]) -> Value:
+    """The value of an arithmetic or comparison over operands."""
+    if any(v.kind == Kind.TENSOR for v in values):
+        return TENSOR
+    if any(v.kind == Kind.CPU_TENSOR for v in values):
+        return Value(Kind.CPU_TENSOR, any(v.random for v in values))
+    if values and all(v.is_host for v in values):
+        kind = Kind.NUMPY if any(v.kind == Kind.NUMPY for v in values) else Kind.HOST
+        return Value(kind, any(v.random for v in values))
+    return UNKNOWN
+
+
+def evaluate(expr: cst.BaseExpression, scope: "Scope") -> Value:
+    cache = scope.value_cache
+    key = id(expr)
+    if key in cache:
+        return cache[key][1]
+    value = _evaluate(expr, scope)
+    cache[key] = (expr, value)  # keep the node alive so its id stays unique
+    return value
+
+
+def _evaluate(expr: cst.BaseExpression, scope: "Scope") -> Value:
+    if isinstance(expr, (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString)):
+        return HOST
+    if isinstance(expr, cst.FormattedString):
+        return HOST
+    if isinstance(expr, cst.Name):
+        return scope.lookup(expr.value)
+    if isinstance(expr, cst.Attribute):
+        return _attribute(expr, scope)
+    if isinstance(expr, cst.Call):
+        return _call(expr, scope)
+    if isinstance(expr, cst.Subscript):
+        return _subscript(expr, scope)
+    if isinstance(expr, cst.BinaryOperation):
+        return _combine([evaluate(expr.left, scope), evaluate(expr.right, scope)])
+    if isinstance(expr, cst.Comparison):
+        if all(isinstance(t.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for t in expr.comparisons):
+            return HOST  # identity and membership tests yield a Python bool
+        operands = [evaluate(expr.left, scope)] + [evaluate(t.comparator, scope) for t in expr.comparisons]
+        return _combine(operands)
+    if isinstance(expr, cst.BooleanOperation):
+        return _combine([evaluate(expr.left, scope), evaluate(expr.right, scope)])
+    if isinstance(expr, cst.UnaryOperation):
+        inner = evaluate(expr.expression, scope)
+        if isinstance(expr.operator, cst.Not) and inner.is_host:
+            return HOST
+        return inner if inner.kind != Kind.OBJECT else UNKNOWN
+    if isinstance(expr, cst.IfExp):
+        return join(evaluate(expr.body, scope), evaluate(expr.orelse, scope))
+    if isinstance(expr, (cst.Tuple, cst.List, cst.Set)):
+        elements = [evaluate(e.value, scope) for e in expr.elements if not isinstance(e, cst.StarredElement)]
+        return HOST if all(v.is_host for v in elements) else UNKNOWN
+    if isinstance(expr, cst.Dict):
+        return HOST if not expr.elements else UNKNOWN
+    if isinstance(expr, cst.Lambda):
+        return Value(Kind.OBJECT, targets=(FunctionInfo(scope.module, expr, "<lambda>", "<lambda>", scope.cls, scope.function),))
+    return UNKNOWN
+
+
+def _attribute(expr: cst.Attribute, scope: "Scope") -> Value:
+    qualified = scope.qualname(expr)
+    if qualified is not None:
+        return scope.reference(qualified)
+    base = evaluate(expr.value, scope)
+    attr = expr.attr.value
+    if base.is_tensor or (base.kind == Kind.UNKNOWN and attr in tables().values.host_attributes):
+        if attr in tables().values.host_attributes:
+            return HOST
+        if attr in ("T", "mT", "H", "mH", "data", "real", "imag", "grad"):
+            return base if base.is_tensor else UNKNOWN
+        return UNKNOWN
+    if base.kind == Kind.OBJECT:
+        return scope.member(base, attr)
+    if base.kind == Kind.HOST:
+        return HOST
+    return UNKNOWN
+
+
+def _subscript(expr: cst.Subscript, scope: "Scope") -> Value:
+    base = evaluate(expr.value, scope)
+    if base.is_tensor:
+        return Value(base.kind, base.random)
+    if base.kind == Kind.OBJECT and base.tag == "module_container":
+        return Value(Kind.OBJECT, targets=base.targets)
+    if base.kind in (Kind.HOST, Kind.NUMPY):
+        return base
+    return UNKNOWN
+
+
+def device_of(call: cst.Call, scope: "Scope") -> Optional[str]:
+    """'cpu', 'device' or None (not given) for a call's device= argument."""
+    device = keyword(call, "device")
+    if device is None:
+        return None
+    text = string_value(device)
+    if text is None and isinstance(device, cst.Call) and scope.qualname(device.func) == "torch.device":
+        text = string_value(positional(device)[0]) if positional(device) else None
+    if text is not None:
+        return "cpu" if text.split(":")[0] == "cpu" else "device"
+    return "device"
+
+
+def _call(call: cst.Call, scope: "Scope") -> Value:
+    t = tables()
+    qualified = scope.qualname(call.func)
+    if qualified is not None:
+        return _call_qualified(call, qualified, scope)
+    method = call_method(call)
+    if method is not None:
+        receiver, name = method
+        return _call_method(call, evaluate(receiver, scope), name, scope)
+    callee = evaluate(call.func, scope)
+    if callee.kind == Kind.OBJECT:
+        if callee.is_class:
+            return Value(Kind.OBJECT, targets=callee.targets)
+        if callee.tag in ("module", "module_container") or any(isinstance(c, ClassInfo) for c in callee.targets):
+            return TENSOR  # calling an nn.Module runs its forward
+    del t
+    return UNKNOWN
+
+
+def _call_qualified(call: cst.Call, qualified: str, scope: "Scope") -> Value:
+    t = tables()
+    if qualified in t.objects:
+        tag = t.objects[qualified]
+        if tag == "module_container":  # nn.ModuleList([Layer() for ...]), nn.Sequential(A(), B())
+            return Value(Kind.OBJECT, tag=tag, targets=_contained_modules(call, scope))
+        return Value(Kind.OBJECT, tag=tag)
+    definition = scope.project.resolve(qualified)
+    if isinstance(definition, ClassInfo):
+        return Value(Kind.OBJECT, targets=(definition,), tag=scope.class_tag(definition))
+    if isinstance(definition, (FunctionInfo, ModuleInfo)):
+        return UNKNOWN
+    if qualified in t.values.host_functions or qualified in t.values.host_builtins:
+        return HOST
+    if qualified in ("min", "max", "sum", "abs"):
+        return _combine([evaluate(a, scope) for a in positional(call)] or [UNKNOWN])
+    if qualified.startswith("random."):
+        return Value(Kind.HOST, random=True)
+    if qualified.startswith("numpy.random."):
+        return Value(Kind.NUMPY, random=True)
+    if qualified.startswith("numpy."):
+        return Value(Kind.NUMPY)
+    if qualified in t.factories.creation:
+        return _factory(call, qualified, scope)
+    if qualified.startswith("torch."):
+        last = qualified.rsplit(".", 1)[-1]
+        if last[:1].isupper():
+            return Value(Kind.OBJECT, tag="module" if qualified.startswith("torch.nn.") else "", qualified=qualified)
+        if qualified.startswith(("torch.cuda.", "torch.distributed.", "torch.backends.", "torch.utils.")):
+            return UNKNOWN
+        return TENSOR
+    return UNKNOWN
+
+
+def _factory(call: cst.Call, qualified: str, scope: "Scope") -> Value:
+    t = tables()
+    random = qualified in t.factories.random
+    if qualified in t.factories.like:
+        args = positional(call)
+        source = evaluate(args[0], scope) if args else UNKNOWN
+        device = device_of(call, scope)
+        if device == "device":
+            return TENSOR
+        if device == "cpu" or source.kind == Kind.CPU_TENSOR:
+            return Value(Kind.CPU_TENSOR, random)
+        return TENSOR
+    if device_of(call, scope) == "device":
+        return TENSOR
+    return Value(Kind.CPU_TENSOR, random)
+
+
+def _call_method(call: cst.Call, receiver: Value, name: str, scope: "Scope") -> Value:
+    t = tables()
+    if receiver.kind == Kind.OBJECT:
+        if receiver.tag == "numpy_rng":
+            return Value(Kind.NUMPY, random=True)
+        if receiver.tag == "python_rng":
+            return Value(Kind.HOST, random=True)
+        return UNKNOWN
+    if receiver.kind == Kind.NUMPY:
+        return Value(Kind.NUMPY, receiver.random)
+    if receiver.kind == Kind.HOST:
+        return HOST if name not in ("cuda", "to") else UNKNOWN
+    tensorish = receiver.is_tensor or (receiver.kind == Kind.UNKNOWN and name in t.values.tensor_methods)
+    if name in t.values.host_methods and receiver.is_tensor:
+        return HOST
+    if name in ("item", "tolist") and (receiver.is_tensor or receiver.kind == Kind.UNKNOWN):
+        return HOST
+    if not tensorish and name not in ("cpu", "numpy", "pin_memory"):
+        return UNKNOWN
+    if name in ("cpu", "pin_memory"):
+        return Value(Kind.CPU_TENSOR, receiver.random)
+    if name == "numpy":
+        return Value(Kind.NUMPY, receiver.random)
+    if name == "cuda":
+        return TENSOR
+    if name == "to":
+        target = to_device(call, scope)
+        if target == "cpu":
+            return Value(Kind.CPU_TENSOR, receiver.random)
+        if target == "device":
+            return TENSOR
+    if receiver.kind == Kind.CPU_TENSOR:
+        return replace(receiver)
+    return TENSOR
+
+
+def to_device(call: cst.Call, scope: "Scope") -> Optional[str]:
+    """For `.to(...)`: 'cpu', 'device' (some other device), or None (a dtype-only cast)."""
+    device = keyword(call, "device")
+    args = positional(call)
+    candidates = [device] if device is not None else args[:1]
+    for arg in candidates:
+        text = string_value(arg)
+        if text is not None:
+            return "cpu" if text.split(":")[0] == "cpu" else "device"
+        if isinstance(arg, cst.Call) and scope.qualname(arg.func) == "torch.device":
+            inner = positional(arg)
+            text = string_value(inner[0]) if inner else None
+            return "cpu" if text and text.split(":")[0] == "cpu" else "device"
+        value = evaluate(arg, scope)
+        if value.is_tensor:  # .to(other): follows the other tensor's device
+            return "device" if value.kind == Kind.TENSOR else "cpu"
+        if device is not None:
+            return "device"
+        # A bare name or attribute may be a device or a dtype: only names that say
+        # "device" count, so `x.to(dtype)` on a host tensor is not a host-to-device copy.
+        leaf = arg.attr.value if isinstance(arg, cst.Attribute) else arg.value if isinstance(arg, cst.Name) else ""
+        if "device" in leaf.lower() or leaf in ("dev", "rank", "local_rank"):
+            return "device"
+    return None
+
+
+def _contained_modules(call: cst.Call, scope: "Scope") -> tuple:
+    found: list = []
+    for arg in positional(call):
+        elements = [arg]
+        if isinstance(arg, (cst.List, cst.Tuple)):
+            elements = [e.value for e in arg.elements]
+        elif isinstance(arg, (cst.ListComp, cst.GeneratorExp)):
+            elements = [arg.elt]
+        for element in elements:
+            value = evaluate(element, scope)
+            if value.kind == Kind.OBJECT and not value.is_class:
+                found.extend(value.targets)
+    return tuple(dict.fromkeys(t for t in found if isinstance(t, ClassInfo)))

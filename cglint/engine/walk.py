@@ -1,0 +1,403 @@
+"""One ordered walk over one function body.
+
+The walk keeps local values up to date statement by statement (so `x = x.cpu()`
+changes what `x` is from there on), knows whether it is inside a captured region,
+and at each node does what its mode asks:
+
+- DISCOVER finds capture sites and what regions read and write;
+- REGION hands nodes of one capture's region to the region rules and follows calls;
+- REPLAY hands nodes that run between replays to the replay rules.
+
+Every rule is served by this single walk; no rule walks the tree itself.
+"""
+from __future__ import annotations
+
+import enum
+from typing import TYPE_CHECKING, Iterable, Iterator, Optional
+
+import libcst as cst
+
+from cglint.engine import captures
+from cglint.engine.context import Context
+from cglint.engine.project import ClassInfo, FunctionInfo
+from cglint.engine.scope import Scope, initial_env
+from cglint.engine.syntax import assigned_names, call_method, children, code_of, dotted_name, positional
+from cglint.engine.values import HOST, TENSOR, UNKNOWN, Kind, Value, evaluate
+
+if TYPE_CHECKING:
+    from cglint.engine.checker import Engine, Job
+
+
+class Mode(enum.Enum):
+    DISCOVER = "discover"
+    REGION = "region"
+    REPLAY = "replay"
+
+
+_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+
+
+def suite_body(suite: cst.BaseSuite) -> list:
+    return list(suite.body)
+
+
+class Walker:
+    def __init__(self, engine: "Engine", function: FunctionInfo, env: dict[str, Value], mode: Mode, job: Optional["Job"] = None):
+        self.engine = engine
+        self.function = function
+        self.scope = Scope(engine.project, function, env)
+        self.mode = mode
+        self.job = job
+        self.ctx = Context(self)
+        # The capture whose region is being walked (DISCOVER) and whether we are inside it.
+        self.capture: Optional[captures.Capture] = None
+        self.in_region = mode is Mode.REGION and job is not None and job.marker is None
+        self.after_capture = False
+        self.statement: Optional[cst.CSTNode] = None
+
+    def run(self) -> None:
+        if isinstance(self.function.node, cst.Lambda):
+            self.expr(self.function.node.body)
+        else:
+            self.block(self.function.body)
+
+    # --- statements --------------------------------------------------------
+    def block(self, statements: Iterable[cst.CSTNode]) -> None:
+        for stmt in statements:
+            self.stmt(stmt)
+
+    def stmt(self, node: cst.CSTNode) -> None:
+        self.statement = node
+        if isinstance(node, cst.SimpleStatementLine):
+            for small in node.body:
+                self.small(small)
+        elif isinstance(node, cst.If):
+            self.dispatch(node)
+            self.expr(node.test)
+            self.block(suite_body(node.body))
+            if isinstance(node.orelse, cst.If):
+                self.stmt(node.orelse)
+            elif node.orelse is not None:
+                self.block(suite_body(node.orelse.body))
+        elif isinstance(node, cst.For):
+            self.dispatch(node)
+            self.expr(node.iter)
+            self.bind(node.target, self.element_of(node.iter))
+            self.block(suite_body(node.body))
+            if node.orelse is not None:
+                self.block(suite_body(node.orelse.body))
+        elif isinstance(node, cst.While):
+            self.dispatch(node)
+            self.expr(node.test)
+            self.block(suite_body(node.body))
+            if node.orelse is not None:
+                self.block(suite_body(node.orelse.body))
+        elif isinstance(node, cst.With):
+            self.with_statement(node)
+        elif isinstance(node, (cst.Try, cst.TryStar)):
+            self.block(suite_body(node.body))
+            for handler in node.handlers:
+                if handler.name is not None:
+                    self.bind(handler.name.name, UNKNOWN)
+                self.block(suite_body(handler.body))
+            if node.orelse is not None:
+                self.block(suite_body(node.orelse.body))
+            if node.finalbody is not None:
+                self.block(suite_body(node.finalbody.body))
+        elif isinstance(node, cst.FunctionDef):
+            self.nested_def(node)
+        elif isinstance(node, cst.Match):
+            self.expr(node.subject)
+            for case in node.cases:
+                self.block(suite_body(case.body))
+        elif isinstance(node, cst.ClassDef):
+            pass
+
+    def small(self, node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Expr):
+            self.expr(node.value)
+        elif isinstance(node, cst.Assign):
+            self.expr(node.value)
+            for target in node.targets:
+                self.targets(target.target)
+            self.dispatch(node)
+            value = evaluate(node.value, self.scope)
+            for target in node.targets:
+                self.bind(target.target, value, node.value)
+        elif isinstance(node, cst.AnnAssign):
+            if node.value is not None:
+                self.expr(node.value)
+                self.dispatch(node)
+                self.bind(node.target, evaluate(node.value, self.scope), node.value)
+        elif isinstance(node, cst.AugAssign):
+            self.expr(node.value)
+            self.targets(node.target)
+            self.dispatch(node)
+            if isinstance(node.target, cst.Name):
+                current = self.scope.lookup(node.target.value)
+                combined = evaluate(cst.BinaryOperation(node.target, cst.Add(), node.value), self.scope)
+                self.scope.env[node.target.value] = combined if current.kind != Kind.UNKNOWN else UNKNOWN
+        elif isinstance(node, (cst.Return, cst.Raise)):
+            for child in children(node):
+                self.expr(child)
+        elif isinstance(node, (cst.Assert, cst.Del)):
+            self.dispatch(node)
+            for child in children(node):
+                if isinstance(child, cst.BaseExpression):
+                    self.expr(child)
+        elif isinstance(node, cst.Import):
+            for alias in node.names:
+                full = dotted_name(alias.name) or ""
+                local = alias.asname.name.value if alias.asname is not None else full.split(".")[0]
+                self.scope.env[local] = Value(Kind.OBJECT, qualname=full if alias.asname is not None else local)
+        elif isinstance(node, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar):
+            base = dotted_name(node.module) if node.module is not None else ""
+            origin = self.function.module.absolute(len(node.relative), base) if node.relative else base
+            for alias in node.names:
+                name = dotted_name(alias.name) or ""
+                local = alias.asname.name.value if alias.asname is not None else name
+                self.scope.env[local] = self.scope.reference(f"{origin}.{name}" if origin else name)
+
+    def targets(self, target: cst.BaseExpression) -> None:
+        """Walk the expressions inside an assignment target (`x[mask] = 0` indexes with `mask`)."""
+        for leaf in assigned_names(target):
+            if isinstance(leaf, cst.Subscript):
+                self.expr(leaf)
+            elif isinstance(leaf, cst.Attribute):
+                self.note_attribute(leaf, written=True)
+
+    def bind(self, target: cst.BaseExpression, value: Value, expr: Optional[cst.BaseExpression] = None) -> None:
+        if isinstance(target, cst.Name):
+            self.scope.env[target.value] = value
+            if self.capture is not None:
+                self.capture.names.add(target.value)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            items = expr.elements if isinstance(expr, (cst.Tuple, cst.List)) else None
+            for index, element in enumerate(target.elements):
+                if items is not None and index < len(items) and not isinstance(element, cst.StarredElement):
+                    self.bind(element.value, evaluate(items[index].value, self.scope), items[index].value)
+                else:
+                    inner = element.value
+                    self.bind(inner, value if value.tag == "pair" else UNKNOWN)
+
+    def element_of(self, iterable: cst.BaseExpression) -> Value:
+        """The value of the loop variable of `for x in iterable`."""
+        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name):
+            name = iterable.func.value
+            if name == "range":
+                return HOST
+            if name in ("enumerate", "reversed", "sorted") and positional(iterable):
+                inner = self.element_of(positional(iterable)[0])
+                return inner if name != "enumerate" else UNKNOWN
+        value = evaluate(iterable, self.scope)
+        if value.kind == Kind.OBJECT and value.tag == "module_container":
+            return Value(Kind.OBJECT, targets=value.targets)
+        if value.is_tensor:
+            return Value(value.kind)
+        return UNKNOWN
+
+    def nested_def(self, node: cst.FunctionDef) -> None:
+        for decorator in node.decorators:
+            self.expr(decorator.decorator)
+        if isinstance(self.function.node, cst.Module):
+            return  # module-level functions are indexed and resolved by name
+        nested = FunctionInfo(self.function.module, node, node.name.value, f"{self.function.qualname}.{node.name.value}", None, self.function)
+        self.scope.env[node.name.value] = Value(Kind.OBJECT, targets=(nested,))
+        if self.mode is Mode.DISCOVER:
+            self.engine.discover(nested, dict(self.scope.env))
+
+    def with_statement(self, node: cst.With) -> None:
+        kind = None
+        for item in node.items:
+            self.expr(item.item)
+            found = self.capture_context(item.item)
+            if found and kind is None:
+                kind = found
+            if item.asname is not None:
+                self.bind(item.asname.name, UNKNOWN)
+        if kind is None:
+            self.block(suite_body(node.body))
+            return
+        self.enter_region(node, kind, captures.with_label(node.items[0]))
+        self.block(suite_body(node.body))
+        self.leave_region(node)
+
+    def capture_context(self, expr: cst.BaseExpression) -> Optional[str]:
+        """The region kind if `with expr:` captures its body."""
+        if captures.is_graph_context(expr, self.scope):
+            return "torch.cuda.graph"
+        if isinstance(expr, cst.Call):
+            for function, _ in self.callees(expr):
+                helper = self.engine.helper(function)
+                if helper.context:
+                    return helper.kind
+        return None
+
+    # --- regions -----------------------------------------------------------
+    def enter_region(self, marker: cst.CSTNode, kind: str, label: str) -> None:
+        if self.mode is Mode.DISCOVER:
+            self.capture = self.engine.capture_in(self.function, marker, kind, label)
+            self.in_region = True
+        elif self.mode is Mode.REGION:
+            if self.job is not None and marker is self.job.marker:
+                self.in_region = True
+        else:
+            self.in_region = True
+
+    def leave_region(self, marker: Optional[cst.CSTNode] = None) -> None:
+        if self.mode is Mode.REGION and self.job is not None and self.job.marker is None:
+            return  # a whole captured function stays captured
+        if self.in_region:
+            self.after_capture = True
+        self.in_region = False
+        self.capture = None
+
+    # --- expressions -------------------------------------------------------
+    def expr(self, node: cst.BaseExpression) -> None:
+        stack = [node]
+        while stack:
+            current = stack.pop()
+            self.dispatch(current)
+            if isinstance(current, cst.Call):
+                self.call(current)
+            elif isinstance(current, (cst.Attribute, cst.Name)):
+                self.note_read(current)
+            elif isinstance(current, cst.Yield) and self.in_region and self.mode is Mode.DISCOVER:
+                self.engine.note_yield_in_region(self.function, self.capture)
+            if isinstance(current, _SCOPES):
+                continue
+            kids = list(children(current))
+            kids.reverse()
+            stack.extend(kids)
+
+    def call(self, node: cst.Call) -> None:
+        method = captures.capture_method(node)
+        if method == "begin":
+            self.enter_region(node, "capture_begin", code_of(node))
+        elif method == "end":
+            self.leave_region()
+        elif method == "replay" and self.mode is Mode.DISCOVER:
+            self.engine.note_replay(self.function)
+        if self.mode is Mode.DISCOVER:
+            self.discover_call(node)
+        elif self.mode is Mode.REGION and self.in_region:
+            self.follow(node)
+
+    def discover_call(self, node: cst.Call) -> None:
+        found = captures.captured_callables(node, self.scope)
+        if found is not None:
+            kind, exprs = found
+            self.engine.capture_callables(self.function, node, kind, self.callables(exprs))
+        for function, _ in self.callees(node):
+            helper = self.engine.helper(function)
+            if helper.callable_params:
+                exprs = [arg for param, arg in self.arguments(function, node, True) if param in helper.callable_params]
+                self.engine.capture_callables(self.function, node, helper.kind, self.callables(exprs))
+        if self.in_region and isinstance(node.func, cst.Name):
+            if node.func.value in {p.name.value for p in self.function.params}:
+                self.engine.note_parameter_call(self.function, node.func.value)
+
+    def callables(self, exprs: Iterable[cst.BaseExpression]) -> list[FunctionInfo]:
+        """The project functions (or module forwards) that callable expressions stand for."""
+        found: list[FunctionInfo] = []
+        for expr in exprs:
+            value = evaluate(expr, self.scope)
+            for target in value.targets:
+                if isinstance(target, FunctionInfo):
+                    found.append(target)
+                elif isinstance(target, ClassInfo) and not value.is_class:
+                    found.extend(self.module_entry(target))
+        return found
+
+    def module_entry(self, cls: ClassInfo) -> list[FunctionInfo]:
+        project = self.engine.project
+        entry = project.method(cls, "forward") or project.method(cls, "__call__")
+        return [entry] if entry is not None else []
+
+    def note_read(self, node: cst.BaseExpression) -> None:
+        if self.capture is None:
+            return
+        if isinstance(node, cst.Name) and node.value in self.scope.env:
+            self.capture.names.add(node.value)
+        elif isinstance(node, cst.Attribute):
+            self.note_attribute(node, written=False)
+
+    def note_attribute(self, node: cst.Attribute, written: bool) -> None:
+        if self.capture is not None and isinstance(node.value, cst.Name) and self.scope.cls is not None:
+            if self.function.params and node.value.value == self.function.params[0].name.value:
+                self.capture.attrs.add(node.attr.value)
+
+    # --- calls -------------------------------------------------------------
+    def callees(self, call: cst.Call) -> list[tuple[FunctionInfo, bool]]:
+        """Project functions a call may run, each with whether it is bound (self passed)."""
+        project = self.engine.project
+        func = call.func
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call):
+            inner = func.value.func
+            if isinstance(inner, cst.Name) and inner.value == "super" and self.function.cls is not None:
+                method = project.method(self.function.cls, func.attr.value, skip_first=True)
+                return [(method, True)] if method else []
+        qualified = self.scope.qualname(func)
+        if qualified is not None:
+            definition = project.resolve(qualified)
+            if isinstance(definition, FunctionInfo):
+                return [(definition, False)]
+            if isinstance(definition, ClassInfo):
+                init = project.method(definition, "__init__")
+                return [(init, True)] if init else []
+            return []
+        value = evaluate(func, self.scope)
+        found: list[tuple[FunctionInfo, bool]] = []
+        for target in value.targets:
+            if isinstance(target, FunctionInfo):
+                found.append((target, target.is_method and isinstance(func, cst.Attribute)))
+            elif isinstance(target, ClassInfo):
+                if value.is_class:
+                    init = project.method(target, "__init__")
+                    found.extend([(init, True)] if init else [])
+                else:
+                    found.extend((entry, True) for entry in self.module_entry(target))
+        return found
+
+    def arguments(self, function: FunctionInfo, call: cst.Call, bound: bool) -> Iterator[tuple[str, cst.BaseExpression]]:
+        params = [p.name.value for p in function.params]
+        if bound and function.is_method:
+            params = params[1:]
+        position = 0
+        for arg in call.args:
+            if arg.star:
+                continue
+            if arg.keyword is not None:
+                yield arg.keyword.value, arg.value
+            elif position < len(params):
+                yield params[position], arg.value
+                position += 1
+
+    def follow(self, call: cst.Call) -> None:
+        assert self.job is not None
+        targets = self.callees(call)
+        step = captures.site(self.function.module, call)
+        for function, bound in targets:
+            args = {name: evaluate(expr, self.scope) for name, expr in self.arguments(function, call, bound)}
+            self.engine.enqueue(function, args, self.job, step)
+        if not targets and self.scope.qualname(call.func) is not None:
+            # An external function given a project callable will call it (checkpoint(fn, x), vmap(fn)).
+            for function in self.callables(a.value for a in call.args):
+                self.engine.enqueue(function, {}, self.job, step)
+
+    # --- rules -------------------------------------------------------------
+    def dispatch(self, node: cst.CSTNode) -> None:
+        if self.mode is Mode.REGION:
+            if self.in_region:
+                self.engine.run_rules(self.engine.region_rules, node, self)
+        elif self.mode is Mode.REPLAY and not self.in_region:
+            # Between replays: after a capture in this function, or anywhere in a
+            # function that replays a graph captured elsewhere (a runner's __call__).
+            if self.after_capture or (self.engine.calls_replay(self.function) and not self.engine.captures_in(self.function)):
+                self.engine.run_rules(self.engine.replay_rules, node, self)
+
+    def fresh_env(self, function: FunctionInfo, args: dict[str, Value]) -> dict[str, Value]:
+        return initial_env(self.engine.project, function, args)
+
+
+__all__ = ["Mode", "Walker", "TENSOR"]

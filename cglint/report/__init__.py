@@ -1,0 +1,27 @@
+"""Reporters: the same findings as text (rich), JSON, SARIF or GitHub annotations."""
+from __future__ import annotations
+
+from typing import TextIO
+
+from cglint.findings import Finding
+
+FORMATS = ("text", "concise", "json", "github")
+
+
+def write_report(findings: list[Finding], *, fmt: str, files_checked: int, stream: TextIO, statistics: bool = False, color: bool = False) -> None:
+    if fmt == "json":
+        from cglint.report.json_format import write_json
+
+        write_json(findings, files_checked, stream)
+    elif fmt == "github":
+        from cglint.report.github import write_github
+
+        write_github(findings, stream)
+    elif fmt == "concise":
+        from cglint.report.text import write_concise
+
+        write_concise(findings, files_checked, stream, statistics)
+    else:
+        from cglint.report.text import write_text
+
+        write_text(findings, files_checked, stream, statistics=statistics, color=color)

@@ -1,0 +1,90 @@
+"""Human output: each finding with its source line, a caret underline and the capture chain."""
+from __future__ import annotations
+
+from collections import Counter
+from functools import lru_cache
+from pathlib import Path
+from typing import Optional, TextIO
+
+from cglint.findings import Finding
+
+_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+@lru_cache(maxsize=256)
+def _file_lines(path: str) -> tuple[str, ...]:
+    from cglint.source import decode
+
+    try:
+        text = decode(Path(path).read_bytes())
+    except OSError:
+        return ()
+    return tuple(text.splitlines()) if isinstance(text, str) else ()
+
+
+def _source_line(finding: Finding) -> Optional[str]:
+    lines = _file_lines(finding.path)
+    return lines[finding.line - 1] if 0 < finding.line <= len(lines) else None
+
+
+def _console(stream: TextIO, color: bool):
+    from rich.console import Console
+
+    return Console(file=stream, force_terminal=color, no_color=not color, highlight=False, soft_wrap=True, emoji=False)
+
+
+def write_text(findings: list[Finding], files_checked: int, stream: TextIO, *, statistics: bool = False, color: bool = False) -> None:
+    from rich.markup import escape
+    from rich.text import Text
+
+    console = _console(stream, color)
+    for f in findings:
+        header = Text()
+        header.append(f"{f.path}:{f.line}:{f.column}: ", style="bold")
+        header.append(f.code, style=_STYLE.get(f.severity, ""))
+        header.append(f" [{f.severity}] ", style=_STYLE.get(f.severity, ""))
+        header.append(f.message)
+        console.print(header)
+        line = _source_line(f)
+        if line is not None:
+            gutter = " " * len(str(f.line))
+            start = max(f.column - 1, 0)
+            end = f.end_column - 1 if f.end_line == f.line else len(line)
+            width = max(end - start, 1)
+            console.print(f"{gutter} |", style="blue")
+            console.print(Text(f"{f.line} | ", style="blue") + Text(line.expandtabs(1)))
+            console.print(Text(f"{gutter} | ", style="blue") + Text(" " * start + "^" * width, style=_STYLE.get(f.severity, "")))
+        if f.trace:
+            console.print(f"{' ' * len(str(f.line))} = captured: " + escape(" -> ".join(f.trace)))
+        if f.fix_hint:
+            console.print(f"{' ' * len(str(f.line))} = help: " + escape(f.fix_hint))
+        console.print()
+    if statistics:
+        write_statistics(findings, console)
+    console.print(summary(findings, files_checked))
+
+
+def write_concise(findings: list[Finding], files_checked: int, stream: TextIO, statistics: bool = False) -> None:
+    for f in findings:
+        stream.write(f"{f.path}:{f.line}:{f.column}: {f.code} [{f.severity}] {f.message}\n")
+    if statistics:
+        write_statistics(findings, _console(stream, False))
+    stream.write(summary(findings, files_checked) + "\n")
+
+
+def write_statistics(findings: list[Finding], console) -> None:
+    counts = Counter((f.code, f.severity, f.category) for f in findings)
+    for (code, severity, category), count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        console.print(f"{count:5d}  {code}  {severity:<7}  {category}")
+    if counts:
+        console.print()
+
+
+def summary(findings: list[Finding], files_checked: int) -> str:
+    files = f"{files_checked} file{'s' if files_checked != 1 else ''} checked"
+    if not findings:
+        return f"All checks passed ({files})."
+    severities = Counter(f.severity for f in findings)
+    parts = [f"{severities[s]} {s}{'s' if severities[s] != 1 else ''}" for s in ("error", "warning", "info") if severities[s]]
+    paths = len({f.path for f in findings})
+    return f"Found {len(findings)} finding{'s' if len(findings) != 1 else ''} ({', '.join(parts)}) in {paths} file{'s' if paths != 1 else ''}; {files}."

@@ -1,0 +1,298 @@
+"""cpu-rng: host random numbers and RNG state handling inside a captured region.
+
+Only the device generator's Philox offset advances on replay. Anything drawn on the
+host is drawn once, at capture, and baked into the graph; generator state calls
+are refused while capturing.
+"""
+from __future__ import annotations
+
+import libcst as cst
+
+from cglint.engine.syntax import code_of, keyword
+from cglint.rule import Hit, Rule
+
+_FROZEN = "is drawn once, at capture; every replay reuses the same value"
+
+
+class PythonRandom(Rule):
+    code = "CG301"
+    name = "python-random"
+    category = "cpu-rng"
+    severity = "warning"
+    summary = "Draws from Python's `random` module inside a captured region."
+    message = "`{expr}` " + _FROZEN
+    fix_hint = "Draw on the device: `torch.rand((), device=x.device)`, or pass a device tensor filled before each replay."
+    why = """`random.random()` runs on the host while the graph is recorded; its result
+    becomes a constant kernel argument. Replays reuse that one number: dropout masks,
+    sampling thresholds or augmentations stop being random, silently."""
+    nodes = (cst.Call,)
+    invalid = (
+        '''
+import random
+import torch
+
+def maybe_drop(x, p):
+    if random.random() < p:  # expect: CG301
+        return torch.zeros_like(x)
+    return x
+
+with torch.cuda.graph(g):
+    out = maybe_drop(static_x, 0.1)
+''',
+    )
+    valid = (
+        '''
+import torch
+
+def maybe_drop(x, p):
+    keep = torch.rand((), device=x.device) >= p
+    return x * keep
+
+with torch.cuda.graph(g):
+    out = maybe_drop(static_x, 0.1)
+''',
+    )
+
+    def check(self, node, ctx):
+        name = ctx.call_name(node) or ""
+        if name.startswith("random.") and name not in ("random.Random", "random.SystemRandom"):
+            yield Hit(node, {"expr": code_of(node)})
+            return
+        method = ctx.method(node)
+        if method is not None and ctx.value(method[0]).tag == "python_rng":
+            yield Hit(node, {"expr": code_of(node)})
+
+
+class NumpyRandom(Rule):
+    code = "CG302"
+    name = "numpy-random"
+    category = "cpu-rng"
+    severity = "warning"
+    summary = "Draws from `numpy.random` (legacy functions or a `default_rng()` generator) inside a captured region."
+    message = "`{expr}` " + _FROZEN
+    fix_hint = "Draw with torch on the device (`torch.rand(..., device=...)`)."
+    why = """NumPy draws on the host during capture; the result is copied into the graph
+    as a constant (or its copy fails capture). Replays never draw again."""
+    nodes = (cst.Call,)
+    invalid = (
+        '''
+import numpy as np
+import torch
+
+def jitter(x):
+    noise = np.random.normal(0.0, 0.01)  # expect: CG302
+    return x + noise
+
+with torch.cuda.graph(g):
+    out = jitter(static_x)
+''',
+    )
+    valid = (
+        '''
+import torch
+
+def jitter(x):
+    return x + 0.01 * torch.randn_like(x)
+
+with torch.cuda.graph(g):
+    out = jitter(static_x)
+''',
+    )
+
+    def check(self, node, ctx):
+        name = ctx.call_name(node) or ""
+        if name.startswith("numpy.random.") and name not in ("numpy.random.default_rng", "numpy.random.Generator"):
+            yield Hit(node, {"expr": code_of(node)})
+            return
+        method = ctx.method(node)
+        if method is not None and ctx.value(method[0]).tag == "numpy_rng":
+            yield Hit(node, {"expr": code_of(node)})
+
+
+class HostRngToDevice(Rule):
+    code = "CG303"
+    name = "cpu-rng-to-device"
+    category = "cpu-rng"
+    severity = "error"
+    summary = "Moves a tensor drawn by the CPU torch RNG to the device: `torch.rand(n).cuda()`."
+    message = "`{expr}` copies host random numbers to the device during capture; PyTorch refuses CPU-to-CUDA copies of unpinned memory while capturing, and the numbers would be frozen anyway"
+    fix_hint = "Draw on the device directly: `torch.rand(n, device=\"cuda\")`."
+    why = """The CPU generator runs once, at capture, and the copy to the device is a
+    host-to-device transfer from pageable memory, which PyTorch rejects during capture
+    ("Cannot copy between CPU and CUDA tensors during CUDA graph capture"). With pinned
+    memory it would capture, but replay the same numbers forever."""
+    fix_safety = "Safe: drawing on the device gives numbers with the same distribution."
+    nodes = (cst.Call,)
+    invalid = (
+        '''
+import torch
+
+def add_noise(x):
+    noise = torch.randn(x.shape).cuda()  # expect: CG303
+    return x + noise
+
+with torch.cuda.graph(g):
+    out = add_noise(static_x)
+''',
+    )
+    valid = (
+        '''
+import torch
+
+def add_noise(x):
+    noise = torch.randn(x.shape, device=x.device)
+    return x + noise
+
+with torch.cuda.graph(g):
+    out = add_noise(static_x)
+''',
+    )
+
+    def check(self, node, ctx):
+        method = ctx.method(node)
+        if method is None:
+            return
+        receiver, name = method
+        value = ctx.value(receiver)
+        if not (value.random and value.kind.value == "cpu_tensor"):
+            return
+        if name == "cuda" or (name == "to" and ctx.to_device(node) == "device"):
+            yield Hit(node, {"expr": code_of(node)})
+
+
+class CustomGenerator(Rule):
+    code = "CG304"
+    name = "custom-generator"
+    category = "cpu-rng"
+    severity = "error"
+    summary = "Passes a non-default `torch.Generator` as `generator=` inside a captured region."
+    message = "`{expr}` uses a generator the graph does not own; capture fails unless it is registered with `graph.register_generator_state()`"
+    fix_hint = "Use the default CUDA generator, or call `g.register_generator_state(gen)` before capture."
+    why = """Only generators registered with the graph get their offsets advanced on replay.
+    An unregistered CUDA generator raises "Attempt to increase offset for a CUDA
+    generator not in capture mode"; a CPU generator draws once on the host."""
+    nodes = (cst.Call,)
+    invalid = (
+        '''
+import torch
+
+gen = torch.Generator(device="cuda")
+gen.manual_seed(0)
+
+with torch.cuda.graph(g):
+    noise = torch.randn(16, device="cuda", generator=gen)  # expect: CG304
+''',
+    )
+    valid = (
+        '''
+import torch
+
+torch.manual_seed(0)
+with torch.cuda.graph(g):
+    noise = torch.randn(16, device="cuda")
+''',
+    )
+
+    def check(self, node, ctx):
+        generator = keyword(node, "generator")
+        if generator is None or (isinstance(generator, cst.Name) and generator.value == "None"):
+            return
+        # Only a known generator: `generator=generator` forwarding an optional argument
+        # that is None at every call site must not be flagged.
+        if ctx.value(generator).tag == "generator":
+            yield Hit(node, {"expr": code_of(node)})
+
+
+class GeneratorInRegion(Rule):
+    code = "CG305"
+    name = "generator-created-in-capture"
+    category = "cpu-rng"
+    severity = "error"
+    summary = "Creates a `torch.Generator` inside a captured region."
+    message = "`{expr}` creates a generator during capture; PyTorch refuses to construct a CUDA generator while capturing"
+    fix_hint = "Create generators before capture and register them with the graph."
+    why = """Constructing a CUDA generator during capture raises "Cannot construct a new
+    CUDAGeneratorImpl during CUDA graph capture"; a CPU one would draw on the host once."""
+    nodes = (cst.Call,)
+    invalid = (
+        '''
+import torch
+
+def sample(probs):
+    gen = torch.Generator(device=probs.device)  # expect: CG305
+    return torch.multinomial(probs, 1, generator=gen)  # expect: CG304
+
+with torch.cuda.graph(g):
+    token = sample(static_probs)
+''',
+    )
+    valid = (
+        '''
+import torch
+
+def sample(probs):
+    return torch.multinomial(probs, 1)
+
+with torch.cuda.graph(g):
+    token = sample(static_probs)
+''',
+    )
+
+    def check(self, node, ctx):
+        if ctx.call_name(node) in ("torch.Generator", "torch.cuda.Generator"):
+            yield Hit(node, {"expr": code_of(node)})
+
+
+class RngStateInRegion(Rule):
+    code = "CG306"
+    name = "rng-state-in-capture"
+    category = "cpu-rng"
+    severity = "error"
+    summary = "Seeds or reads/sets RNG state inside a captured region: `manual_seed`, `seed`, `get_rng_state`, `set_rng_state`."
+    message = "`{expr}` touches the generator state, which PyTorch refuses during capture (`Cannot call CUDAGeneratorImpl::... during CUDA graph capture`)"
+    fix_hint = "Seed before capture; inside the graph the default generator's offset advances on each replay by itself."
+    why = """The CUDA generator's seed and offset are owned by the graph during capture;
+    reading or setting them raises. This is also how activation checkpointing with
+    `preserve_rng_state=True` and some dropout kernels fail under capture."""
+    nodes = (cst.Call,)
+    invalid = (
+        '''
+import torch
+
+def forward(model, x):
+    torch.manual_seed(1234)  # expect: CG306
+    return model(x)
+
+with torch.cuda.graph(g):
+    out = forward(model, static_x)
+''',
+    )
+    valid = (
+        '''
+import torch
+
+def forward(model, x):
+    return model(x)
+
+torch.manual_seed(1234)
+with torch.cuda.graph(g):
+    out = forward(model, static_x)
+''',
+    )
+    _NAMES = frozenset(
+        f"{prefix}.{name}"
+        for prefix in ("torch", "torch.cuda", "torch.random")
+        for name in ("manual_seed", "manual_seed_all", "seed", "seed_all", "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all", "initial_seed")
+    )
+
+    def check(self, node, ctx):
+        if ctx.call_name(node) in self._NAMES:
+            yield Hit(node, {"expr": code_of(node)})
+            return
+        method = ctx.method(node)
+        if method is not None and method[1] in ("manual_seed", "seed", "get_state", "set_state", "initial_seed"):
+            if ctx.value(method[0]).tag == "generator":
+                yield Hit(node, {"expr": code_of(node)})
+
+
+RULES = (PythonRandom, NumpyRandom, HostRngToDevice, CustomGenerator, GeneratorInRegion, RngStateInRegion)

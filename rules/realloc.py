@@ -1,0 +1,249 @@
+"""realloc: address instability of the memory a graph reads and writes.
+
+A graph replays kernels with the pointers they had at capture. New data must be
+copied into those same tensors; a tensor that is rebound, reallocated or freed
+leaves the graph reading stale (or reused) memory, silently.
+"""
+from __future__ import annotations
+
+import libcst as cst
+
+from cglint.engine.syntax import assigned_names, call_method, code_of
+from cglint.engine.values import Kind
+from cglint.rule import REPLAY, Hit, Rule
+
+
+def _captured_target(target: cst.BaseExpression, ctx) -> str:
+    """The name or attribute a capture used, if `target` rebinds one."""
+    if isinstance(target, cst.Name) and target.value in ctx.captured_names:
+        if ctx.value(target).kind in (Kind.TENSOR, Kind.CPU_TENSOR, Kind.UNKNOWN):
+            return target.value
+    attr = ctx.captured_attribute(target)
+    return code_of(target) if attr else ""
+
+
+def _in_place_on_itself(target: cst.BaseExpression, value: cst.BaseExpression) -> bool:
+    """`x = x.copy_(y)` returns `x` itself: the binding does not change."""
+    method = call_method(value) if isinstance(value, cst.Call) else None
+    return method is not None and method[1].endswith("_") and code_of(method[0]) == code_of(target)
+
+
+class RebindCaptured(Rule):
+    code = "CG401"
+    name = "rebind-captured-tensor"
+    category = "realloc"
+    severity = "warning"
+    scope = REPLAY
+    summary = "Rebinds a name or attribute that a capture read or wrote, before a later `replay()`, instead of copying into it."
+    message = "`{name}` is rebound after capture; the graph keeps reading and writing the tensor it had at capture, so replay ignores the new value"
+    fix_hint = "Copy new data into the captured tensor: `{name}.copy_(new_value)`."
+    why = """Every replay reads from and writes to the addresses recorded at capture. Binding
+    the Python name to a new tensor changes nothing the graph sees: replay computes on
+    the old input (or writes an output you no longer look at). No error is raised."""
+    fix_safety = "Safe when shapes and dtypes match: `copy_` writes the same values the rebinding meant."
+    nodes = (cst.Assign, cst.AnnAssign)
+    invalid = (
+        '''
+import torch
+
+static_x = torch.zeros(8, 16, device="cuda")
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    static_y = model(static_x)
+
+for batch in loader:
+    static_x = batch.cuda()  # expect: CG401
+    g.replay()
+    consume(static_y)
+''',
+        '''
+import torch
+
+class Runner:
+    def __init__(self, model, x):
+        self.model = model
+        self.graph = torch.cuda.CUDAGraph()
+        self.static_x = x.clone()
+        with torch.cuda.graph(self.graph):
+            self.static_y = model(self.static_x)
+
+    def __call__(self, x):
+        self.static_x = x  # expect: CG401
+        self.graph.replay()
+        return self.static_y
+''',
+    )
+    valid = (
+        '''
+import torch
+
+static_x = torch.zeros(8, 16, device="cuda")
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    static_y = model(static_x)
+
+for batch in loader:
+    static_x.copy_(batch)
+    g.replay()
+    consume(static_y)
+''',
+    )
+
+    def check(self, node, ctx):
+        targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+        for target in targets:
+            for leaf in assigned_names(target):
+                name = _captured_target(leaf, ctx)
+                if name and not _in_place_on_itself(leaf, node.value) and ctx.replay_follows():
+                    yield Hit(leaf, {"name": name})
+
+
+class HostToDevice(Rule):
+    code = "CG402"
+    name = "host-to-device-in-capture"
+    category = "realloc"
+    severity = "error"
+    summary = "Creates a device tensor from host data inside a captured region: `torch.tensor(..., device=\"cuda\")`, `.cuda()` of a host tensor."
+    message = "`{expr}` copies host data to the device during capture; PyTorch refuses unpinned CPU-to-CUDA copies while capturing, and a pinned one would replay the host buffer's contents at that moment"
+    fix_hint = "Allocate the device tensor before capture and `copy_()` new values into it before each replay."
+    why = """A host-to-device copy inside capture either fails ("Cannot copy between CPU and
+    CUDA tensors during CUDA graph capture unless the CPU tensor is pinned") or, with
+    pinned memory, records a copy from a host buffer that must stay alive and
+    unchanged. Values built from Python lists at capture are frozen into the graph."""
+    nodes = (cst.Call,)
+    invalid = (
+        '''
+import torch
+
+def positions(x, offsets):
+    pos = torch.tensor(offsets, device="cuda")  # expect: CG402
+    return x + pos
+
+with torch.cuda.graph(g):
+    out = positions(static_x, [0, 1, 2, 3])
+''',
+    )
+    valid = (
+        '''
+import torch
+
+static_pos = torch.tensor([0, 1, 2, 3], device="cuda")
+
+def positions(x, pos):
+    return x + pos
+
+with torch.cuda.graph(g):
+    out = positions(static_x, static_pos)
+    ramp = torch.arange(4, device=static_x.device)
+''',
+    )
+
+    def check(self, node, ctx):
+        name = ctx.call_name(node)
+        if name in ctx.api.factories.from_host_data and ctx.is_device_tensor(node):
+            yield Hit(node, {"expr": code_of(node)})
+            return
+        method = ctx.method(node)
+        if method is None:
+            return
+        receiver, method_name = method
+        value = ctx.value(receiver)
+        if value.kind != Kind.CPU_TENSOR or value.random:  # random host tensors: CG303
+            return
+        if method_name == "cuda" or (method_name == "to" and ctx.to_device(node) == "device"):
+            yield Hit(node, {"expr": code_of(node)})
+
+
+class ResizeInCapture(Rule):
+    code = "CG403"
+    name = "resize-in-capture"
+    category = "realloc"
+    severity = "warning"
+    summary = "Resizes a tensor (`resize_`, `resize_as_`) inside a captured region."
+    message = "`{expr}` may reallocate the tensor's storage during capture; replays keep using the memory recorded at capture"
+    fix_hint = "Allocate tensors at their final size before capture."
+    why = """Growing a tensor allocates new storage from the graph's private pool; tensors
+    outside the graph that still hold the old storage (or copies made before replay)
+    no longer alias what the graph writes."""
+    nodes = (cst.Call,)
+    invalid = (
+        '''
+import torch
+
+def gather_into(out, x):
+    out.resize_(x.shape)  # expect: CG403
+    out.copy_(x)
+
+with torch.cuda.graph(g):
+    gather_into(static_out, static_x)
+''',
+    )
+    valid = (
+        '''
+import torch
+
+static_out = torch.empty_like(static_x)
+
+def gather_into(out, x):
+    out.copy_(x)
+
+with torch.cuda.graph(g):
+    gather_into(static_out, static_x)
+''',
+    )
+
+    def check(self, node, ctx):
+        method = ctx.method(node)
+        if method is not None and method[1] in ("resize_", "resize_as_") and ctx.maybe_tensor(method[0]):
+            yield Hit(node, {"expr": code_of(node)})
+
+
+class DeleteCaptured(Rule):
+    code = "CG404"
+    name = "delete-captured-tensor"
+    category = "realloc"
+    severity = "warning"
+    scope = REPLAY
+    summary = "Deletes (`del`) a tensor a capture used, before a later `replay()`."
+    message = "`del {name}` drops a tensor the graph still reads or writes; its memory can be reused while replays keep using it"
+    fix_hint = "Keep captured tensors alive as long as the graph is replayed (hold them on the runner object)."
+    why = """The graph holds raw addresses, not references. Once the last Python reference
+    is gone the caching allocator may hand the memory to another tensor, and the next
+    replay reads or overwrites that tensor's data."""
+    nodes = (cst.Del,)
+    invalid = (
+        '''
+import torch
+
+static_x = torch.zeros(8, device="cuda")
+with torch.cuda.graph(g):
+    static_y = static_x * 2
+
+del static_x  # expect: CG404
+for _ in range(10):
+    g.replay()
+''',
+    )
+    valid = (
+        '''
+import torch
+
+static_x = torch.zeros(8, device="cuda")
+with torch.cuda.graph(g):
+    static_y = static_x * 2
+
+for _ in range(10):
+    g.replay()
+del static_x, static_y, g
+''',
+    )
+
+    def check(self, node, ctx):
+        for leaf in assigned_names(node.target):
+            name = _captured_target(leaf, ctx)
+            if name and ctx.replay_follows():
+                yield Hit(node, {"name": name})
+                return
+
+
+RULES = (RebindCaptured, HostToDevice, ResizeInCapture, DeleteCaptured)

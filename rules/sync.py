@@ -1,0 +1,609 @@
+"""sync: host-device synchronization inside a captured region.
+
+A sync makes the host wait for the GPU. During capture nothing has run yet, so
+CUDA refuses: cudaErrorStreamCaptureUnsupported (900), and every later op in the
+capture fails with cudaErrorStreamCaptureInvalidated (901).
+"""
+from __future__ import annotations
+
+import libcst as cst
+
+from cglint.engine.syntax import code_of, is_true, keyword, positional
+from cglint.rule import Hit, Rule
+
+_CAPTURE_FAILS = "capture fails with cudaErrorStreamCaptureUnsupported"
+
+
+class TensorToScalar(Rule):
+    code = "CG101"
+    name = "tensor-to-scalar"
+    category = "sync"
+    severity = "error"
+    summary = "Reads a tensor element into a Python number: `.item()`, `float(t)`, `int(t)`, `bool(t)`."
+    message = "`{expr}` copies a tensor value to the host and waits for the GPU; " + _CAPTURE_FAILS
+    fix_hint = "Keep the value on the device (use it as a tensor), or read it after replay()."
+    why = """Turning a tensor element into a Python number calls `_local_scalar_dense`, a
+    device-to-host copy followed by a stream synchronize. A capturing stream cannot be
+    synchronized, so capture fails with error 900 and the rest of the capture with 901.
+    Even where it could be captured, the number would be read once and frozen."""
+    nodes = (cst.Call,)
+    invalid = (
+        '''
+import torch
+
+def train_step(model, x, y):
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    return loss.item()  # expect: CG101
+
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    value = train_step(model, static_x, static_y)
+''',
+    )
+    valid = (
+        '''
+import torch
+
+def train_step(model, x, y):
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    return loss
+
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    static_loss = train_step(model, static_x, static_y)
+g.replay()
+print(static_loss.item())
+''',
+        '''
+import torch
+
+with torch.cuda.graph(g):
+    n = int(x.shape[0])
+    scale = float(x.size(-1)) ** -0.5
+    y = x * scale
+''',
+    )
+
+    def check(self, node, ctx):
+        method = ctx.method(node)
+        if method is not None:
+            receiver, name = method
+            if name == "item" and not node.args and ctx.maybe_tensor(receiver):
+                yield Hit(node, {"expr": code_of(node)})
+            return
+        if ctx.call_name(node) in ("float", "int", "bool", "complex") and len(node.args) == 1:
+            if ctx.is_tensor(node.args[0].value):
+                yield Hit(node, {"expr": code_of(node)})
+
+
+class DeviceToHost(Rule):
+    code = "CG102"
+    name = "device-to-host-copy"
+    category = "sync"
+    severity = "error"
+    summary = "Copies a tensor to host memory: `.cpu()`, `.tolist()`, `.numpy()`, `.to(\"cpu\")`."
+    message = "`{expr}` copies a tensor to host memory and waits for it; " + _CAPTURE_FAILS
+    fix_hint = "Keep the work on the device; copy results to the host after replay()."
+    why = """A copy into pageable host memory is synchronous: the host waits for the copy,
+    which a capturing stream forbids (error 900). PyTorch also rejects any copy between
+    CPU and CUDA tensors during capture unless the host side is pinned."""
+    nodes = (cst.Call,)
+    invalid = (
+        '''
+import torch
+
+class Decoder(torch.nn.Module):
+    def forward(self, logits):
+        return logits.argmax(-1).cpu()  # expect: CG102
+
+decoder = Decoder()
+with torch.cuda.graph(g):
+    tokens = decoder(static_logits)
+''',
+    )
+    valid = (
+        '''
+import torch
+
+class Decoder(torch.nn.Module):
+    def forward(self, logits):
+        return logits.argmax(-1)
+
+decoder = Decoder()
+with torch.cuda.graph(g):
+    tokens = decoder(static_logits)
+g.replay()
+host_tokens = tokens.cpu()
+''',
+        '''
+import torch
+
+with torch.cuda.graph(g):
+    y = x.to(torch.float16)
+    z = y.to(x.device)
+''',
+    )
+
+    def check(self, node, ctx):
+        method = ctx.method(node)
+        if method is None:
+            return
+        receiver, name = method
+        if name in ("cpu", "tolist", "numpy") and ctx.maybe_tensor(receiver):
+            if name != "numpy" or ctx.is_tensor(receiver) or ctx.value(receiver).kind.value == "unknown":
+                yield Hit(node, {"expr": code_of(node)})
+        elif name == "to" and ctx.maybe_tensor(receiver) and ctx.to_device(node) == "cpu":
+            if not ctx.is_host_tensor(receiver):
+                yield Hit(node, {"expr": code_of(node)})
+
+
+class TensorFormatted(Rule):
+    code = "CG103"
+    name = "tensor-formatted"
+    category = "sync"
+    severity = "error"
+    summary = "Prints or formats a tensor: `print(t)`, f-strings, `str(t)`, `repr(t)`."
+    message = "`{expr}` formats a tensor's values, which copies them to the host; " + _CAPTURE_FAILS
+    fix_hint = "Print after replay(), or print metadata only (shape, dtype)."
+    why = """Formatting a tensor reads its values on the host: a device-to-host copy and a
+    synchronize, which fails capture (900). Even printing that did succeed would run
+    once at capture and never again on replay."""
+    nodes = (cst.Call, cst.FormattedString)
+    invalid = (
+        '''
+import torch
+
+def forward(x):
+    h = torch.relu(x)
+    print("hidden", h)  # expect: CG103
+    return h
+
+with torch.cuda.graph(g):
+    out = forward(static_x)
+''',
+    )
+    valid = (
+        '''
+import torch
+
+def forward(x):
+    return torch.relu(x)
+
+with torch.cuda.graph(g):
+    out = forward(static_x)
+g.replay()
+print("hidden", out)
+''',
+    )
+
+    def check(self, node, ctx):
+        if isinstance(node, cst.FormattedString):
+            for part in node.parts:
+                if isinstance(part, cst.FormattedStringExpression) and ctx.is_tensor(part.expression):
+                    yield Hit(node, {"expr": code_of(node)})
+                    return
+            return
+        name = ctx.call_name(node)
+        if name in ("print", "str", "repr", "format"):
+            if any(ctx.is_tensor(arg.value) for arg in node.args if arg.keyword is None):
+                yield Hit(node, {"expr": code_of(node)})
+
+
+class ExplicitSync(Rule):
+    code = "CG104"
+    name = "explicit-synchronize"
+    category = "sync"
+    severity = "error"
+    summary = "Synchronizes or polls explicitly: `torch.cuda.synchronize()`, stream or event `.synchronize()` / `.query()`."
+    message = "`{expr}` waits for or polls the GPU; " + _CAPTURE_FAILS
+    fix_hint = "Remove it from the captured code; synchronize before capture or after replay()."
+    why = """cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize and the query
+    calls are illegal while a stream is capturing (900); the capture is invalidated.
+    PyTorch's sync debug mode does not report `torch.cuda.synchronize()`."""
+    nodes = (cst.Call,)
+    invalid = (
+        '''
+import torch
+
+def step(x):
+    y = x * 2
+    torch.cuda.synchronize()  # expect: CG104
+    return y
+
+with torch.cuda.graph(g):
+    out = step(static_x)
+''',
+        '''
+import torch
+
+done = torch.cuda.Event()
+with torch.cuda.graph(g):
+    out = static_x * 2
+    done.record()
+    done.synchronize()  # expect: CG104
+''',
+    )
+    valid = (
+        '''
+import torch
+
+def step(x):
+    return x * 2
+
+torch.cuda.synchronize()
+with torch.cuda.graph(g):
+    out = step(static_x)
+g.replay()
+torch.cuda.synchronize()
+''',
+    )
+
+    def check(self, node, ctx):
+        name = ctx.call_name(node)
+        if name in ("torch.cuda.synchronize", "torch.synchronize", "torch.cuda.current_stream.synchronize"):
+            yield Hit(node, {"expr": code_of(node)})
+            return
+        method = ctx.method(node)
+        if method is not None and method[1] in ("synchronize", "query"):
+            value = ctx.value(method[0])
+            if value.tag in ("stream", "event"):
+                yield Hit(node, {"expr": code_of(node)})
+
+
+class DataDependentSize(Rule):
+    code = "CG105"
+    name = "data-dependent-output-size"
+    category = "sync"
+    severity = "error"
+    summary = "Calls an op whose output size depends on data: `nonzero`, `argwhere`, one-argument `torch.where`, `masked_select`."
+    message = "`{expr}` must read the number of results back to the host to size its output; " + _CAPTURE_FAILS
+    fix_hint = "Use a fixed-size form: `torch.nonzero_static(x, size=...)`, three-argument `torch.where`, or a mask multiply."
+    why = """These ops count their results on the GPU and copy the count to the host to
+    allocate the output, a synchronizing copy that fails capture (900). The output
+    size would also differ between replays, which a graph cannot express."""
+    nodes = (cst.Call,)
+    invalid = (
+        '''
+import torch
+
+def active_rows(x):
+    idx = torch.nonzero(x.sum(-1) > 0)  # expect: CG105
+    return x[idx]
+
+with torch.cuda.graph(g):
+    out = active_rows(static_x)
+''',
+    )
+    valid = (
+        '''
+import torch
+
+def active_rows(x):
+    keep = x.sum(-1, keepdim=True) > 0
+    return torch.where(keep, x, torch.zeros_like(x))
+
+with torch.cuda.graph(g):
+    out = active_rows(static_x)
+''',
+    )
+    _FUNCTIONS = ("torch.nonzero", "torch.argwhere", "torch.masked_select")
+    _METHODS = ("nonzero", "argwhere", "masked_select")
+
+    def check(self, node, ctx):
+        name = ctx.call_name(node)
+        if name in self._FUNCTIONS:
+            yield Hit(node, {"expr": code_of(node)})
+            return
+        if name == "torch.where" and len(node.args) == 1:
+            yield Hit(node, {"expr": code_of(node)})
+            return
+        method = ctx.method(node)
+        if method is not None and method[1] in self._METHODS and ctx.maybe_tensor(method[0]):
+            yield Hit(node, {"expr": code_of(node)})
+
+
+class BooleanMaskIndex(Rule):
+    code = "CG106"
+    name = "boolean-mask-index"
+    category = "sync"
+    severity = "error"
+    summary = "Indexes a tensor with a boolean mask: `x[mask]`, `x[mask] = v`."
+    message = "`{expr}` indexes with a boolean mask, which counts the selected elements on the host; " + _CAPTURE_FAILS
+    fix_hint = "Use `torch.where(mask, value, x)`, `x.masked_fill(mask, v)` or a multiply by the mask."
+    why = """Boolean-mask indexing runs `nonzero` to turn the mask into indices, a
+    synchronizing copy of the count (900). Assignment through a mask (`index_put_` with
+    a bool index) does the same."""
+    nodes = (cst.Subscript,)
+    invalid = (
+        '''
+import torch
+
+def clip_outliers(x, limit):
+    x[x.abs() > limit] = 0.0  # expect: CG106
+    return x
+
+with torch.cuda.graph(g):
+    out = clip_outliers(static_x, 3.0)
+''',
+    )
+    valid = (
+        '''
+import torch
+
+def clip_outliers(x, limit):
+    return x.masked_fill(x.abs() > limit, 0.0)
+
+with torch.cuda.graph(g):
+    out = clip_outliers(static_x, 3.0)
+    first = out[0]
+    rows = out[:, : out.shape[1] // 2]
+''',
+    )
+
+    def check(self, node, ctx):
+        if not ctx.maybe_tensor(node.value):
+            return
+        for element in node.slice:
+            index = element.slice
+            if isinstance(index, cst.Index) and _is_mask(index.value, ctx):
+                yield Hit(node, {"expr": code_of(node)})
+                return
+
+
+def _is_mask(expr: cst.BaseExpression, ctx) -> bool:
+    """A tensor comparison or logical combination: a boolean tensor."""
+    if isinstance(expr, cst.Comparison):
+        ops = [c.operator for c in expr.comparisons]
+        if any(isinstance(op, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for op in ops):
+            return False
+        return ctx.is_tensor(expr)
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.BitInvert):
+        return _is_mask(expr.expression, ctx)
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.BitAnd, cst.BitOr, cst.BitXor)):
+        return _is_mask(expr.left, ctx) or _is_mask(expr.right, ctx)
+    if isinstance(expr, cst.Call):
+        method = ctx.method(expr)
+        names = ("isnan", "isinf", "isfinite", "logical_and", "logical_or", "logical_not", "eq", "ne", "gt", "ge", "lt", "le", "bool")
+        if method is not None and method[1] in names:
+            return ctx.maybe_tensor(method[0])
+        qualified = ctx.call_name(expr) or ""
+        return qualified.startswith("torch.") and qualified.rsplit(".", 1)[-1] in names
+    return False
+
+
+class UniqueOp(Rule):
+    code = "CG107"
+    name = "unique"
+    category = "sync"
+    severity = "error"
+    summary = "Calls `torch.unique` or `unique_consecutive`."
+    message = "`{expr}` sizes its output from the data and reads the count on the host; " + _CAPTURE_FAILS
+    fix_hint = "Use a fixed-size alternative (`torch.bincount(x, minlength=n)`, a one-hot sum, or sort with a static size)."
+    why = """unique counts distinct values on the GPU and synchronizes to allocate its
+    output (900 during capture); its output size also changes with the data."""
+    nodes = (cst.Call,)
+    invalid = (
+        '''
+import torch
+
+def route(expert_ids):
+    return torch.unique(expert_ids)  # expect: CG107
+
+with torch.cuda.graph(g):
+    experts = route(static_ids)
+''',
+    )
+    valid = (
+        '''
+import torch
+
+def route(expert_ids, num_experts):
+    return torch.bincount(expert_ids, minlength=num_experts)
+
+with torch.cuda.graph(g):
+    counts = route(static_ids, 8)
+''',
+    )
+
+    def check(self, node, ctx):
+        name = ctx.call_name(node)
+        if name in ("torch.unique", "torch.unique_consecutive"):
+            yield Hit(node, {"expr": code_of(node)})
+            return
+        method = ctx.method(node)
+        if method is not None and method[1] in ("unique", "unique_consecutive") and ctx.maybe_tensor(method[0]):
+            yield Hit(node, {"expr": code_of(node)})
+
+
+class RepeatInterleaveNoSize(Rule):
+    code = "CG108"
+    name = "repeat-interleave-without-output-size"
+    category = "sync"
+    severity = "error"
+    summary = "Calls `repeat_interleave` with tensor repeats and no `output_size=`."
+    message = "`{expr}` sums its repeats on the host to size the output; " + _CAPTURE_FAILS
+    fix_hint = "Pass `output_size=` (the known total), which skips the host read."
+    why = """With a tensor of repeats and no output_size, repeat_interleave reads the total
+    (`cumsum[-1].item()`) back to the host: a synchronize that fails capture (900)."""
+    nodes = (cst.Call,)
+    invalid = (
+        '''
+import torch
+
+def expand_tokens(x, counts):
+    return torch.repeat_interleave(x, counts, dim=0)  # expect: CG108
+
+with torch.cuda.graph(g):
+    out = expand_tokens(static_x, static_counts)
+''',
+    )
+    valid = (
+        '''
+import torch
+
+def expand_tokens(x, counts, total):
+    return torch.repeat_interleave(x, counts, dim=0, output_size=total)
+
+with torch.cuda.graph(g):
+    out = expand_tokens(static_x, static_counts, 64)
+    doubled = static_x.repeat_interleave(2, dim=0)
+''',
+    )
+
+    def check(self, node, ctx):
+        if keyword(node, "output_size") is not None:
+            return
+        name = ctx.call_name(node)
+        method = ctx.method(node)
+        if name == "torch.repeat_interleave":
+            args = positional(node)
+            repeats = keyword(node, "repeats") or (args[1] if len(args) > 1 else args[0] if len(args) == 1 else None)
+        elif method is not None and method[1] == "repeat_interleave" and ctx.maybe_tensor(method[0]):
+            args = positional(node)
+            repeats = keyword(node, "repeats") or (args[0] if args else None)
+        else:
+            return
+        if repeats is not None and not ctx.value(repeats).is_host:
+            if ctx.maybe_tensor(repeats):
+                yield Hit(node, {"expr": code_of(node)})
+
+
+class PinMemory(Rule):
+    code = "CG109"
+    name = "pin-memory"
+    category = "sync"
+    severity = "error"
+    summary = "Pins host memory (`.pin_memory()`) inside a captured region."
+    message = "`{expr}` allocates pinned host memory, which queries CUDA events; " + _CAPTURE_FAILS
+    fix_hint = "Pin buffers once before capture and reuse them."
+    why = """Pinned allocation goes through the caching host allocator, which queries CUDA
+    events and may call cudaHostAlloc; both are illegal during capture (900/901), and
+    sync debug mode does not report them."""
+    nodes = (cst.Call,)
+    invalid = (
+        '''
+import torch
+
+with torch.cuda.graph(g):
+    staging = host_buffer.pin_memory()  # expect: CG109
+    out = static_x * 2
+''',
+    )
+    valid = (
+        '''
+import torch
+
+staging = host_buffer.pin_memory()
+with torch.cuda.graph(g):
+    out = static_x * 2
+''',
+    )
+
+    def check(self, node, ctx):
+        method = ctx.method(node)
+        if method is not None and method[1] == "pin_memory" and not ctx.value(method[0]).is_host:
+            yield Hit(node, {"expr": code_of(node)})
+
+
+class GradScalerStep(Rule):
+    code = "CG110"
+    name = "grad-scaler-step"
+    category = "sync"
+    severity = "error"
+    summary = "Calls a GradScaler's `step()` or `update()` inside a captured region."
+    message = "`{expr}` checks for inf/NaN gradients on the host (`.item()`); " + _CAPTURE_FAILS
+    fix_hint = "Capture forward and backward only; call scaler.step(opt) and scaler.update() after replay()."
+    why = """GradScaler.step reads the found-inf flag with `.item()` to decide whether to
+    skip the optimizer step, and update() reads it again: host syncs that fail capture
+    (900), and a decision that a graph could never change on replay."""
+    nodes = (cst.Call,)
+    invalid = (
+        '''
+import torch
+
+scaler = torch.cuda.amp.GradScaler()
+with torch.cuda.graph(g):
+    loss = model(static_x).sum()
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)  # expect: CG110
+    scaler.update()  # expect: CG110
+''',
+    )
+    valid = (
+        '''
+import torch
+
+scaler = torch.cuda.amp.GradScaler()
+with torch.cuda.graph(g):
+    loss = model(static_x).sum()
+    scaler.scale(loss).backward()
+g.replay()
+scaler.step(optimizer)
+scaler.update()
+''',
+    )
+
+    def check(self, node, ctx):
+        method = ctx.method(node)
+        if method is not None and method[1] in ("step", "update", "unscale_"):
+            if ctx.value(method[0]).tag == "grad_scaler":
+                yield Hit(node, {"expr": code_of(node)})
+
+
+class ClipGradNonfinite(Rule):
+    code = "CG111"
+    name = "clip-grad-error-if-nonfinite"
+    category = "sync"
+    severity = "error"
+    summary = "Calls `clip_grad_norm_(..., error_if_nonfinite=True)` inside a captured region."
+    message = "`{expr}` checks the norm on the host to raise on inf/NaN; " + _CAPTURE_FAILS
+    fix_hint = "Drop `error_if_nonfinite=True` in captured code; check the returned norm after replay()."
+    why = """With error_if_nonfinite=True, clip_grad_norm_ tests the total norm with a Python
+    `if` on a tensor: a host sync (900 during capture), and a check that could never
+    fire again on replay."""
+    fix_safety = "Safe: removing the check changes no value computed on the GPU."
+    nodes = (cst.Call,)
+    invalid = (
+        '''
+import torch
+
+with torch.cuda.graph(g):
+    loss = model(static_x).sum()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=True)  # expect: CG111
+''',
+    )
+    valid = (
+        '''
+import torch
+
+with torch.cuda.graph(g):
+    loss = model(static_x).sum()
+    loss.backward()
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+''',
+    )
+
+    def check(self, node, ctx):
+        name = ctx.call_name(node) or ""
+        method = ctx.method(node)
+        is_clip = name.endswith("clip_grad_norm_") or (method is not None and method[1] == "clip_grad_norm_")
+        if is_clip and is_true(keyword(node, "error_if_nonfinite")):
+            yield Hit(node, {"expr": code_of(node)})
+
+
+RULES = (
+    TensorToScalar,
+    DeviceToHost,
+    TensorFormatted,
+    ExplicitSync,
+    DataDependentSize,
+    BooleanMaskIndex,
+    UniqueOp,
+    RepeatInterleaveNoSize,
+    PinMemory,
+    GradScalerStep,
+    ClipGradNonfinite,
+)
