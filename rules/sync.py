@@ -353,24 +353,8 @@ with torch.cuda.graph(g):
 
 
 def _is_mask(expr: cst.BaseExpression, ctx) -> bool:
-    """A tensor comparison or logical combination: a boolean tensor."""
-    if isinstance(expr, cst.Comparison):
-        ops = [c.operator for c in expr.comparisons]
-        if any(isinstance(op, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for op in ops):
-            return False
-        return ctx.is_tensor(expr)
-    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.BitInvert):
-        return _is_mask(expr.expression, ctx)
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.BitAnd, cst.BitOr, cst.BitXor)):
-        return _is_mask(expr.left, ctx) or _is_mask(expr.right, ctx)
-    if isinstance(expr, cst.Call):
-        method = ctx.method(expr)
-        names = ("isnan", "isinf", "isfinite", "logical_and", "logical_or", "logical_not", "eq", "ne", "gt", "ge", "lt", "le", "bool")
-        if method is not None and method[1] in names:
-            return ctx.maybe_tensor(method[0])
-        qualified = ctx.call_name(expr) or ""
-        return qualified.startswith("torch.") and qualified.rsplit(".", 1)[-1] in names
-    return False
+    """A boolean tensor: a tensor comparison, isnan, a logical op, or a name bound to one."""
+    return ctx.is_tensor(expr) and ctx.value(expr).tag == "mask"
 
 
 class UniqueOp(Rule):
@@ -547,7 +531,7 @@ scaler.update()
 
     def check(self, node, ctx):
         method = ctx.method(node)
-        if method is not None and method[1] in ("step", "update", "unscale_"):
+        if method is not None and method[1] in ("step", "update"):
             if ctx.value(method[0]).tag == "grad_scaler":
                 yield Hit(node, {"expr": code_of(node)})
 

@@ -130,23 +130,50 @@ def initial_env(project: Project, function: FunctionInfo, args: Optional[dict[st
     """Parameter values from call-site arguments, annotations and defaults."""
     env: dict[str, Value] = {}
     params = function.params[1:] if function.is_method else function.params
+    scope = Scope(project, function, env)
     for param in params:
         name = param.name.value
         if args and name in args and args[name].kind != Kind.UNKNOWN:
             env[name] = args[name]
         else:
-            env[name] = _param_value(param)
+            env[name] = _param_value(param, scope)
     return env
 
 
-def _param_value(param: cst.Param) -> Value:
+def _annotation_value(annotation: cst.BaseExpression, scope: Scope) -> Value:
+    if isinstance(annotation, cst.SimpleString):  # "Transformer" (a forward reference)
+        try:
+            annotation = cst.parse_expression(annotation.evaluated_value)  # type: ignore[arg-type]
+        except Exception:  # noqa: BLE001 - not an expression
+            return UNKNOWN
+    if isinstance(annotation, cst.Subscript):  # Optional[X], "X | None" handled below
+        head = scope.qualname(annotation.value) or ""
+        if head.rsplit(".", 1)[-1] in ("Optional", "Union") and annotation.slice:
+            inner = annotation.slice[0].slice
+            return _annotation_value(inner.value, scope) if isinstance(inner, cst.Index) else UNKNOWN
+        return HOST if head.rsplit(".", 1)[-1] in _HOST_ANNOTATIONS else UNKNOWN
+    if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
+        return _annotation_value(annotation.left, scope)
+    qualified = scope.qualname(annotation)
+    if qualified is None:
+        return UNKNOWN
+    last = qualified.rsplit(".", 1)[-1]
+    if last == "Tensor" or qualified in ("torch.Tensor", "torch.nn.Parameter"):
+        return TENSOR
+    if last in _HOST_ANNOTATIONS:
+        return HOST
+    reference = scope.reference(qualified)
+    if reference.is_class:  # an instance of a project class
+        return Value(Kind.OBJECT, targets=reference.targets, tag=scope.class_tag(reference.targets[0]))
+    tag = tables().objects.get(qualified, "")
+    return Value(Kind.OBJECT, tag=tag) if tag else UNKNOWN
+
+
+def _param_value(param: cst.Param, scope: Scope) -> Value:
     if param.annotation is not None:
-        annotation = cst.Module(body=[]).code_for_node(param.annotation.annotation)
-        head = annotation.replace("Optional[", "").split("[")[0].split(".")[-1].strip()
-        if head == "Tensor":
-            return TENSOR
-        if head in _HOST_ANNOTATIONS:
-            return HOST
+        value = _annotation_value(param.annotation.annotation, scope)
+        if value.kind != Kind.UNKNOWN:
+            return value
     default = param.default
     if isinstance(default, (cst.Integer, cst.Float, cst.SimpleString)) or (
         isinstance(default, cst.Name) and default.value in ("True", "False")

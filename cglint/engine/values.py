@@ -49,6 +49,7 @@ class Value:
 
 
 UNKNOWN = Value()
+MASK = "mask"  # tag of boolean tensors (comparisons, isnan, logical ops)
 HOST = Value(Kind.HOST)
 TENSOR = Value(Kind.TENSOR)
 CPU_TENSOR = Value(Kind.CPU_TENSOR)
@@ -62,6 +63,10 @@ def join(a: Value, b: Value) -> Value:
     if a.is_tensor and b.is_tensor:
         return TENSOR
     return UNKNOWN
+
+
+def _as_mask(value: Value) -> Value:
+    return replace(value, tag=MASK) if value.is_tensor else value
 
 
 def _combine(values: list[Value]) -> Value:
@@ -100,18 +105,24 @@ def _evaluate(expr: cst.BaseExpression, scope: "Scope") -> Value:
     if isinstance(expr, cst.Subscript):
         return _subscript(expr, scope)
     if isinstance(expr, cst.BinaryOperation):
-        return _combine([evaluate(expr.left, scope), evaluate(expr.right, scope)])
+        left, right = evaluate(expr.left, scope), evaluate(expr.right, scope)
+        combined = _combine([left, right])
+        if isinstance(expr.operator, (cst.BitAnd, cst.BitOr, cst.BitXor)) and MASK in (left.tag, right.tag):
+            return _as_mask(combined)
+        return combined
     if isinstance(expr, cst.Comparison):
         if all(isinstance(t.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for t in expr.comparisons):
             return HOST  # identity and membership tests yield a Python bool
         operands = [evaluate(expr.left, scope)] + [evaluate(t.comparator, scope) for t in expr.comparisons]
-        return _combine(operands)
+        return _as_mask(_combine(operands))
     if isinstance(expr, cst.BooleanOperation):
         return _combine([evaluate(expr.left, scope), evaluate(expr.right, scope)])
     if isinstance(expr, cst.UnaryOperation):
         inner = evaluate(expr.expression, scope)
         if isinstance(expr.operator, cst.Not) and inner.is_host:
             return HOST
+        if isinstance(expr.operator, cst.BitInvert) and inner.tag == MASK:
+            return inner
         return inner if inner.kind != Kind.OBJECT else UNKNOWN
     if isinstance(expr, cst.IfExp):
         return join(evaluate(expr.body, scope), evaluate(expr.orelse, scope))
@@ -213,8 +224,10 @@ def _call_qualified(call: cst.Call, qualified: str, scope: "Scope") -> Value:
         return _factory(call, qualified, scope)
     if qualified.startswith("torch."):
         last = qualified.rsplit(".", 1)[-1]
+        if last in t.values.mask_ops:
+            return Value(Kind.TENSOR, tag=MASK)
         if last[:1].isupper():
-            return Value(Kind.OBJECT, tag="module" if qualified.startswith("torch.nn.") else "", qualified=qualified)
+            return Value(Kind.OBJECT, tag="module" if qualified.startswith("torch.nn.") else "", qualname=qualified)
         if qualified.startswith(("torch.cuda.", "torch.distributed.", "torch.backends.", "torch.utils.")):
             return UNKNOWN
         return TENSOR
@@ -269,9 +282,10 @@ def _call_method(call: cst.Call, receiver: Value, name: str, scope: "Scope") -> 
             return Value(Kind.CPU_TENSOR, receiver.random)
         if target == "device":
             return TENSOR
-    if receiver.kind == Kind.CPU_TENSOR:
-        return replace(receiver)
-    return TENSOR
+    kind = Kind.CPU_TENSOR if receiver.kind == Kind.CPU_TENSOR else Kind.TENSOR
+    if name in t.values.mask_ops:
+        return Value(kind, receiver.random, MASK)
+    return Value(kind, receiver.random)
 
 
 def to_device(call: cst.Call, scope: "Scope") -> Optional[str]:
@@ -302,7 +316,7 @@ def to_device(call: cst.Call, scope: "Scope") -> Optional[str]:
 
 def _contained_modules(call: cst.Call, scope: "Scope") -> tuple:
     found: list = []
-    for arg in positional(call):
+    for arg in (a.value for a in call.args if a.keyword is None):
         elements = [arg]
         if isinstance(arg, (cst.List, cst.Tuple)):
             elements = [e.value for e in arg.elements]

@@ -177,8 +177,8 @@ class Walker:
                 if items is not None and index < len(items) and not isinstance(element, cst.StarredElement):
                     self.bind(element.value, evaluate(items[index].value, self.scope), items[index].value)
                 else:
-                    inner = element.value
-                    self.bind(inner, value if value.tag == "pair" else UNKNOWN)
+                    # Unpacking a tensor-valued result (topk, a module returning a tuple) gives tensors.
+                    self.bind(element.value, Value(value.kind) if value.is_tensor else UNKNOWN)
 
     def element_of(self, iterable: cst.BaseExpression) -> Value:
         """The value of the loop variable of `for x in iterable`."""

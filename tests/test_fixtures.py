@@ -1,0 +1,37 @@
+"""Each fixture project is checked as users run it; the findings must be exactly the
+lines marked `# expect: CGxxx` (a new false positive or a lost finding fails)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cglint.api import check
+from cglint.rule import expected_markers
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+PROJECTS = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir())
+
+
+def _expected(project: Path) -> set[tuple[str, str, int]]:
+    found = set()
+    for path in sorted(project.rglob("*.py")):
+        for code, line in expected_markers(path.read_text("utf-8")):
+            found.add((path.relative_to(FIXTURES).as_posix(), code, line))
+    return found
+
+
+@pytest.mark.parametrize("name", PROJECTS)
+def test_fixture_findings_match_markers(name, monkeypatch):
+    monkeypatch.chdir(FIXTURES)
+    result = check([name])
+    found = {(f.path, f.code, f.line) for f in result.findings}
+    assert found == _expected(FIXTURES / name)
+
+
+def test_clean_project_has_captures_but_no_markers():
+    project = FIXTURES / "clean_project"
+    assert not _expected(project)
+    text = "".join(p.read_text("utf-8") for p in project.rglob("*.py"))
+    for form in ("graph(", "capture_begin", "make_graphed_callables", "reduce-overhead", "contextmanager"):
+        assert form in text
