@@ -36,6 +36,8 @@ class Capture:
     marker: Optional[cst.CSTNode] = None  # the With node, or the capture_begin Call
     # ... or whole callables that run captured.
     targets: tuple = ()
+    # make_graphed_callables and torch.compile call their targets with tensors.
+    tensor_args: bool = False
     # Names and `self.` attributes the region reads or writes (for replay rules).
     names: set = field(default_factory=set)
     attrs: set = field(default_factory=set)

@@ -23,7 +23,7 @@ from cglint.engine.project import FunctionInfo, ModuleInfo, Project
 from cglint.engine.scope import Scope, initial_env
 from cglint.engine.state import StateFacts
 from cglint.engine.syntax import code_of, descendants
-from cglint.engine.values import Value
+from cglint.engine.values import TENSOR, Value
 from cglint.engine.walk import Mode, Walker
 from cglint.rule import REGION, REPLAY, Hit, Rule
 
@@ -142,7 +142,7 @@ class Engine:
             self.discover(function, initial_env(self.project, function))
             decorator = captures.compile_decorator(function, Scope(self.project, function))
             if decorator is not None:
-                self.capture_callables(function, decorator.decorator, "torch.compile", [function])
+                self.capture_callables(function, decorator.decorator, "torch.compile", [function], tensor_args=True)
 
     def discover(self, function: FunctionInfo, env: dict[str, Value]) -> None:
         if id(function.node) in self._discovered:
@@ -171,7 +171,8 @@ class Engine:
         if capture.marker is not None and capture.function is not None:
             self._push(Job(capture.function, {}, capture, (capture.site,), capture.marker), ("marker", id(capture.marker)))
         for target in capture.targets:
-            self._push(Job(target, {}, capture, (capture.site,)), _job_key(target, {}))
+            args = _tensor_params(target) if capture.tensor_args else {}
+            self._push(Job(target, args, capture, (capture.site,)), _job_key(target, args))
 
     def _push(self, job: Job, key: tuple) -> None:
         if key not in self._jobs_seen:
@@ -189,7 +190,9 @@ class Engine:
             self._captures[key] = Capture(kind, TraceStep(function.module, marker, label), function=function, marker=marker)
         return self._captures[key]
 
-    def capture_callables(self, function: Optional[FunctionInfo], site: cst.CSTNode, kind: str, targets: list[FunctionInfo]) -> None:
+    def capture_callables(
+        self, function: Optional[FunctionInfo], site: cst.CSTNode, kind: str, targets: list[FunctionInfo], tensor_args: bool = False
+    ) -> None:
         if not targets:
             return
         module = targets[0].module if function is None else function.module
@@ -197,7 +200,7 @@ class Engine:
         capture = self._captures.get(key)
         if capture is None:
             label = kind if function is None else code_of(site)
-            capture = Capture(kind, TraceStep(module, site, label))
+            capture = Capture(kind, TraceStep(module, site, label), tensor_args=tensor_args)
             self._captures[key] = capture
         capture.targets = tuple(dict.fromkeys(capture.targets + tuple(targets)))
 
@@ -232,6 +235,12 @@ class Engine:
     def _is_configured(self, function: FunctionInfo) -> bool:
         names = {function.qualname, f"{function.module.name}.{function.qualname}", function.name}
         return bool(names & self.capture_functions)
+
+    def is_configured_name(self, qualified: Optional[str]) -> bool:
+        """A call target named in `capture-functions`, by full or last dotted name."""
+        if not qualified or not self.capture_functions:
+            return False
+        return qualified in self.capture_functions or qualified.rsplit(".", 1)[-1] in self.capture_functions
 
     # --- facts for rules -----------------------------------------------------
     def captured_names(self, function: FunctionInfo) -> set[str]:
@@ -322,6 +331,12 @@ def _by_node_type(rules: Iterable[Rule]) -> dict[type, list[Rule]]:
         for node_type in rule.nodes:
             table.setdefault(node_type, []).append(rule)
     return table
+
+
+def _tensor_params(function: FunctionInfo) -> dict[str, Value]:
+    """Required parameters without annotation: what make_graphed_callables and compiled calls pass are tensors."""
+    params = function.params[1:] if function.is_method else function.params
+    return {p.name.value: TENSOR for p in params if p.default is None and p.annotation is None and not p.star}
 
 
 def _job_key(function: FunctionInfo, args: dict[str, Value]) -> tuple:

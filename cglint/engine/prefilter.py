@@ -6,7 +6,7 @@ from typing import Iterable
 # Substrings present in every capture form the checker recognises (torch.cuda.graph,
 # CUDAGraph, make_graphed_callables, capture_begin, torch.compile modes and options)
 # and in replay loops. A superset: false matches only cost a parse.
-CAPTURE_TOKENS = frozenset({"graph", "Graph", "reduce-overhead", "max-autotune", "cudagraph", "replay("})
+CAPTURE_TOKENS = frozenset({"graph", "Graph", "capture_begin", "reduce-overhead", "max-autotune", "cudagraph", "replay("})
 
 
 def mentions(text: str, tokens: Iterable[str]) -> bool:

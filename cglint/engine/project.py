@@ -17,7 +17,7 @@ from cglint import source
 from cglint.engine.syntax import assigned_names, children, descendants, dotted_name
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class FunctionInfo:
     module: "ModuleInfo"
     node: Union[cst.FunctionDef, cst.Lambda, cst.Module]
@@ -25,6 +25,9 @@ class FunctionInfo:
     qualname: str  # "Model.forward", "<module>", "<lambda>"
     cls: Optional["ClassInfo"] = None
     parent: Optional["FunctionInfo"] = None  # the enclosing function of a nested def
+
+    def __repr__(self) -> str:
+        return f"<function {self.module.name}.{self.qualname}>"
 
     @property
     def params(self) -> list[cst.Param]:
@@ -49,13 +52,16 @@ class FunctionInfo:
         return list(node.body.body)  # a one-line `def f(): return x`
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class ClassInfo:
     module: "ModuleInfo"
     node: cst.ClassDef
     name: str
     methods: dict[str, FunctionInfo] = field(default_factory=dict)
     _attrs: Optional[dict[str, list["AttrWrite"]]] = None
+
+    def __repr__(self) -> str:
+        return f"<class {self.qualname}>"
 
     @property
     def qualname(self) -> str:
@@ -80,7 +86,7 @@ class AttrWrite:
     node: cst.CSTNode
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class ModuleInfo:
     name: str
     file: source.SourceFile
@@ -90,6 +96,9 @@ class ModuleInfo:
     functions: dict[str, FunctionInfo] = field(default_factory=dict)
     classes: dict[str, ClassInfo] = field(default_factory=dict)
     globals: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return f"<module {self.name}>"
 
     @property
     def display(self) -> str:

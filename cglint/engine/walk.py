@@ -227,6 +227,8 @@ class Walker:
         if captures.is_graph_context(expr, self.scope):
             return "torch.cuda.graph"
         if isinstance(expr, cst.Call):
+            if self.engine.is_configured_name(self.scope.qualname(expr.func)):
+                return f"capture helper {self.scope.qualname(expr.func)}"
             for function, _ in self.callees(expr):
                 helper = self.engine.helper(function)
                 if helper.context:
@@ -287,7 +289,11 @@ class Walker:
         found = captures.captured_callables(node, self.scope)
         if found is not None:
             kind, exprs = found
-            self.engine.capture_callables(self.function, node, kind, self.callables(exprs))
+            self.engine.capture_callables(self.function, node, kind, self.callables(exprs), tensor_args=True)
+        qualified = self.scope.qualname(node.func)
+        if self.engine.is_configured_name(qualified) and not self.callees(node):
+            # A capture function of another package, named in the configuration.
+            self.engine.capture_callables(self.function, node, f"capture helper {qualified}", self.callables(a.value for a in node.args))
         for function, _ in self.callees(node):
             helper = self.engine.helper(function)
             if helper.callable_params:

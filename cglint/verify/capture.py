@@ -1,0 +1,166 @@
+"""One capture on the GPU under instrumentation, and what happens when it fails.
+
+The monitor starts after capture_begin and stops before capture_end, so only captured
+work is judged. Sync debug mode is set to "error" for exactly that window: PyTorch then
+raises a plain error at a synchronizing operation instead of letting CUDA invalidate the
+capture. The first error of a capture is translated into a finding at the user's line;
+later ones (the cascade) are only evidence. After a failure the capture is ended and the
+device synchronized, so that the next capture of the run starts clean.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from types import FrameType
+from typing import Any, Optional
+
+import torch
+
+from cglint.findings import Region
+from cglint.verify import codes, errors, frames
+from cglint.verify.instrument import Instrumentation
+from cglint.verify.recorder import Observation, Recorder
+
+
+def region_kind() -> str:
+    """What started this capture, judged from the torch frames on the stack."""
+    frame: Optional[FrameType] = sys._getframe(1)
+    kind = "capture_begin"
+    while frame is not None:
+        name, path = frame.f_code.co_name, frame.f_code.co_filename
+        if "_inductor" in path or "_dynamo" in path:
+            return "torch.compile"
+        if name == "make_graphed_callables":
+            return "make_graphed_callables"
+        if name == "__enter__" and path.endswith("graphs.py"):
+            kind = "torch.cuda.graph"
+        frame = frame.f_back
+    return kind
+
+
+class CaptureMonitor:
+    def __init__(self, *, track_inputs: bool = True, sync_debug: bool = True, kind: Optional[str] = None):
+        site = frames.current_user_frame(2)
+        self.site = site
+        where = frames.where(site) if site else None
+        region = Region(frames.display_path(where.path), where.line, kind or region_kind()) if where else None
+        self.recorder = Recorder(region=region, stop=site, phase="capture")
+        self.inst = Instrumentation(self.recorder, gpu=True, track_inputs=track_inputs)
+        self.error: Optional[BaseException] = None
+        self.cause: Optional[Observation] = None
+        self.sync_debug = sync_debug
+        self._saved_mode: Optional[int] = None
+        self.started_at = 0.0
+        self.seconds = 0.0
+
+    @property
+    def label(self) -> str:
+        r = self.recorder.region
+        return f"{r.path}:{r.line} ({r.kind})" if r else "?"
+
+    def start(self) -> "CaptureMonitor":
+        self.started_at = time.perf_counter()
+        if self.sync_debug:
+            self._saved_mode = torch.cuda.get_sync_debug_mode()
+            torch.cuda.set_sync_debug_mode("error")
+        self.inst.start()
+        return self
+
+    def stop(self) -> None:
+        if not self.inst.running:
+            return
+        self.inst.stop()
+        if self._saved_mode is not None:
+            torch.cuda.set_sync_debug_mode(self._saved_mode)
+            self._saved_mode = None
+        self.seconds = time.perf_counter() - self.started_at
+
+    def failed(self, exc: BaseException) -> None:
+        """Record an error of this capture: the first is the cause, later ones evidence."""
+        if exc is self.error:
+            return
+        note = errors.first_line(exc)
+        if self.error is not None:
+            if self.cause is not None:
+                self.cause.add(f"then: {note}")
+            return
+        self.error = exc
+        if errors.is_cascade(exc):
+            # CUDA only says an earlier call broke the capture; blame the first hazard seen
+            first = next((o for o in self.recorder.observations.values() if codes.meta(o.code).severity == "error"), None)
+            if first is not None:
+                first.add(f"capture invalidated after this: {note}")
+                self.cause = first
+                return
+        self.cause = record_error(self.recorder, exc)
+
+
+def record_error(recorder: Recorder, exc: BaseException) -> Optional[Observation]:
+    code, meaning = errors.meaning(exc)
+    text = errors.first_line(exc)
+    raised = errors.where_raised(exc.__traceback__)
+    if raised is None:
+        frame = recorder.stop
+        if frame is None:
+            return None
+        where, trace = frames.where(frame), ()
+    else:
+        where, frame = raised
+        trace = tuple(w.label() for w in frames.user_stack(frame, recorder.stop))
+    same_line = [o for o in recorder.at_line(where) if not o.weak]
+    for obs in same_line:
+        obs.add(f"capture failed here: {text}")
+    if same_line:
+        return same_line[0]
+    if code in ("CG190", "CG991"):
+        what = codes.runtime_rule(code).message.format(what=meaning)
+    else:
+        what = meaning
+    return recorder.observe_at(code, what, where, trace, evidence=f"capture failed here: {text}")
+
+
+def reset_after_failure(graph: Any, end_capture: Any, stream_ctx: Any = None) -> None:
+    """End a capture that is still open and leave the device usable for the next one."""
+    try:
+        if torch.cuda.is_current_stream_capturing():
+            end_capture(graph)
+    except Exception:
+        pass  # ending an invalidated capture raises the cascade error; the capture is over all the same
+    if stream_ctx is not None:
+        try:
+            stream_ctx.__exit__(None, None, None)
+        except Exception:
+            pass
+    try:
+        torch.cuda.synchronize()
+    except Exception:
+        pass
+
+
+def release_pool(graph: Any) -> None:
+    """A capture_end that raised never ended the pool's allocation; end and release it here."""
+    if getattr(graph, "_cglint_pool_released", False):
+        return
+    graph._cglint_pool_released = True
+    try:
+        pool, device = graph.pool(), torch.cuda.current_device()
+    except Exception:
+        return
+    for name in ("_cuda_endAllocateToPool", "_cuda_endAllocateCurrentStreamToPool"):
+        end = getattr(torch._C, name, None)
+        if end is not None:
+            try:
+                end(device, pool)
+            except Exception:
+                pass
+            break
+
+
+def pool_bytes(graph: Any) -> Optional[int]:
+    """Bytes reserved in the graph's private memory pool (None when torch cannot tell)."""
+    try:
+        pool = tuple(graph.pool())
+        segments = torch.cuda.memory_snapshot()
+    except Exception:
+        return None
+    return sum(s.get("total_size", 0) for s in segments if tuple(s.get("segment_pool_id", ())) == pool)

@@ -1,0 +1,142 @@
+"""Which stack frame is the user's: every runtime observation is reported there.
+
+A frame is "library" when its file lies in torch (or triton), in cglint itself, in the
+standard library or in the test runner; the first frame outside those, counted from the
+innermost, is the line the user wrote. Other third-party packages count as user code:
+a hazard inside a model library is best shown at that library's line.
+"""
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+import sysconfig
+from dataclasses import dataclass
+from functools import lru_cache
+from types import CodeType, FrameType
+from typing import Optional
+
+_LIBRARY_PACKAGES = ("torch", "triton", "functorch", "numpy", "_pytest", "pytest", "pluggy")
+
+
+def _roots_of(paths) -> tuple[str, ...]:
+    return tuple(sorted({os.path.abspath(p).rstrip(os.sep) + os.sep for p in paths if p}))
+
+
+def _library_roots() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(package folders that are never user code, standard-library folders)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    packages = [here, os.path.dirname(here)]
+    for name in _LIBRARY_PACKAGES:
+        module_file = getattr(sys.modules.get(name), "__file__", None)
+        if module_file:
+            packages.append(os.path.dirname(module_file))
+    stdlib = [sysconfig.get_paths().get(key) for key in ("stdlib", "platstdlib")]
+    stdlib += [os.path.realpath(p) for p in stdlib if p]
+    return _roots_of(packages), _roots_of(stdlib)
+
+
+_packages: tuple[str, ...] = ()
+_stdlib: tuple[str, ...] = ()
+_verdicts: dict[CodeType, bool] = {}
+_THIRD_PARTY = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
+
+
+def refresh() -> None:
+    """Recompute the library folders (after torch or numpy got imported)."""
+    global _packages, _stdlib
+    _packages, _stdlib = _library_roots()
+    _verdicts.clear()
+
+
+def _is_user_path(name: str) -> bool:
+    if name.startswith("<"):
+        # <frozen importlib...> is the interpreter's; <string> and <stdin> are the user's
+        return not name.startswith("<frozen")
+    path = os.path.abspath(name)
+    if path.startswith(_packages):
+        return False
+    return not path.startswith(_stdlib) or any(marker in path for marker in _THIRD_PARTY)
+
+
+def is_user_code(code: CodeType) -> bool:
+    verdict = _verdicts.get(code)
+    if verdict is None:
+        verdict = _verdicts[code] = _is_user_path(code.co_filename)
+    return verdict
+
+
+def user_frame(frame: Optional[FrameType]) -> Optional[FrameType]:
+    """The innermost user frame at or above `frame`."""
+    while frame is not None and not is_user_code(frame.f_code):
+        frame = frame.f_back
+    return frame
+
+
+def current_user_frame(skip: int = 1) -> Optional[FrameType]:
+    return user_frame(sys._getframe(skip))
+
+
+@dataclass(frozen=True)
+class Where:
+    """A point in the user's source."""
+
+    path: str
+    line: int
+    column: int = 1
+    end_line: int = 0
+    end_column: int = 0
+    function: str = ""
+
+    @property
+    def text(self) -> str:
+        return linecache.getline(self.path, self.line).strip()
+
+    def label(self) -> str:
+        return f"{display_path(self.path)}:{self.line} {self.text or self.function}".rstrip()
+
+
+def display_path(path: str) -> str:
+    """Relative to the working directory when below it, as the static checker prints paths."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+@lru_cache(maxsize=4096)
+def _positions(code: CodeType) -> list:
+    get = getattr(code, "co_positions", None)  # Python 3.11+
+    return list(get()) if get else []
+
+
+def where(frame: FrameType, lasti: Optional[int] = None, line: Optional[int] = None) -> Where:
+    """The position of `frame` (or of a traceback entry's lasti and line in it)."""
+    line = line or frame.f_lineno or frame.f_code.co_firstlineno
+    lasti = frame.f_lasti if lasti is None else lasti
+    col, end_line, end_col = 1, line, 0
+    positions = _positions(frame.f_code)
+    if positions and lasti >= 0:
+        try:
+            start, stop, c0, c1 = positions[lasti // 2]
+        except (IndexError, ValueError):
+            start = None
+        if start == line and c0 is not None:
+            col, end_line, end_col = c0 + 1, stop or line, (c1 or c0) + 1
+    return Where(frame.f_code.co_filename, line, col, end_line, end_col, frame.f_code.co_name)
+
+
+def user_stack(frame: Optional[FrameType], stop: Optional[FrameType] = None) -> list[Where]:
+    """User frames from `frame` outwards up to and including `stop`, outermost first."""
+    found: list[Where] = []
+    while frame is not None:
+        if is_user_code(frame.f_code):
+            found.append(where(frame))
+        if frame is stop:
+            break
+        frame = frame.f_back
+    return found[::-1]
+
+
+refresh()

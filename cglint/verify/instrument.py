@@ -1,0 +1,56 @@
+"""One instrumented run: torch hooks, the host tracer and the sync hooks, on and off together."""
+from __future__ import annotations
+
+import threading
+from typing import Optional
+
+from cglint.verify import frames, synchooks
+from cglint.verify.hosttrace import HostTracer
+from cglint.verify.recorder import Recorder
+from cglint.verify.torchmodes import ApiMode, OpMode
+
+
+class Instrumentation:
+    """Start after capture_begin (or before a traced call), stop before capture_end."""
+
+    def __init__(self, recorder: Recorder, *, gpu: bool, track_inputs: bool = False, host: bool = True):
+        self.recorder = recorder
+        self.gpu = gpu
+        self.track_inputs = track_inputs
+        self.thread = threading.get_ident()
+        self.ops: Optional[OpMode] = None
+        self._api: Optional[ApiMode] = None
+        self._host = HostTracer(self) if host else None
+        self.running = False
+
+    def start(self) -> "Instrumentation":
+        frames.refresh()
+        self.thread = threading.get_ident()
+        self._api, self.ops = ApiMode(self), OpMode(self)
+        self.ops.__enter__()
+        self._api.__enter__()
+        if self._host:
+            self._host.start()
+        synchooks.activate(self)
+        self.running = True
+        return self
+
+    def stop(self) -> None:
+        if not self.running:
+            return
+        self.running = False
+        synchooks.deactivate(self)
+        if self._host:
+            self._host.stop()
+        # Leave the modes in the order they were entered, innermost first.
+        for mode in (self._api, self.ops):
+            try:
+                mode.__exit__(None, None, None)
+            except Exception:  # a mode pushed by user code on top of ours; ours is gone anyway
+                pass
+
+    def __enter__(self) -> "Instrumentation":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,103 @@
+"""Are the tensors a graph reads still the ones it captured? Checked before each replay.
+
+A graph reads and writes fixed addresses. At capture end the verifier keeps a weak
+reference to every device tensor the capture read but did not make (static inputs,
+parameters) and to the outputs, with the names they had in the capturing frame. Before a
+replay, a dead reference means the memory was freed (the allocator may reuse it); a name
+that now holds another tensor means the user rebound it instead of copying into it.
+"""
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any, Optional
+
+import torch
+
+from cglint.verify import frames
+from cglint.verify.recorder import Recorder
+from cglint.verify.torchmodes import OpMode
+
+
+@dataclass
+class Read:
+    ref: "weakref.ref[torch.Tensor]"
+    data_ptr: int
+    names: tuple[str, ...]
+    seen_at: str  # "model.py:12 (aten.addmm)"
+    output: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"`{self.names[0]}`" if self.names else f"the tensor read at {self.seen_at}"
+
+
+def names_of(t: torch.Tensor, frame: Optional[FrameType]) -> tuple[str, ...]:
+    """The names `t` has in `frame`: locals, attributes of `self`, else globals."""
+    if frame is None:
+        return ()
+    local = frame.f_locals
+    names = [n for n, v in local.items() if v is t]
+    owner = local.get("self")
+    if hasattr(owner, "__dict__"):
+        names += [f"self.{n}" for n, v in vars(owner).items() if v is t]
+    if not names:
+        names = [n for n, v in frame.f_globals.items() if v is t]
+    return tuple(names)
+
+
+def lookup(name: str, frame: Optional[FrameType]) -> Any:
+    if frame is None:
+        return None
+    if name.startswith("self."):
+        return getattr(frame.f_locals.get("self"), name[5:], None)
+    if name in frame.f_locals:
+        return frame.f_locals[name]
+    return frame.f_globals.get(name)
+
+
+def snapshot(ops: OpMode, frame: Optional[FrameType]) -> list[Read]:
+    reads = []
+    for ext in ops.external.values():
+        t = ext.ref()
+        if t is None:
+            continue
+        path = frames.display_path(ext.code.co_filename) if ext.code else "?"
+        reads.append(Read(ext.ref, ext.data_ptr, names_of(t, frame), f"{path}:{ext.line} (aten.{ext.op})"))
+    if frame is not None:
+        made = {id(ref()) for ref in ops._made.values() if ref() is not None}
+        for name, value in list(frame.f_locals.items()):
+            if isinstance(value, torch.Tensor) and id(value) in made and value.device.type == "cuda":
+                reads.append(Read(weakref.ref(value), value.data_ptr(), (name,), "capture output", output=True))
+    return reads
+
+
+def check(reads: list[Read], recorder: Recorder, frame: Optional[FrameType], graph_label: str) -> None:
+    """Record what changed since capture; `frame` is the user frame calling replay()."""
+    for read in reads:
+        t = read.ref()
+        rebound = next((n for n in read.names if _other_tensor(lookup(n, frame), t)), None)
+        if rebound is not None:
+            kind = "output" if read.output else "input"
+            recorder.observe("CG401", f"captured {kind} `{rebound}` was rebound before replay; the graph "
+                             f"still uses the tensor captured at {graph_label}", frame)
+        elif t is None and not read.output:
+            recorder.observe("CG490" if not read.names else "CG404",
+                             _gone(read, graph_label), frame)
+        elif t is not None and t.data_ptr() != read.data_ptr:
+            recorder.observe("CG403", f"{read.label} moved to new memory (resize_ or set_) after capture at "
+                             f"{graph_label}", frame)
+
+
+def _other_tensor(value: Any, captured: Optional[torch.Tensor]) -> bool:
+    return isinstance(value, torch.Tensor) and value is not captured
+
+
+def _gone(read: Read, graph_label: str) -> str:
+    from cglint.verify import codes
+
+    if read.names:
+        return f"captured tensor {read.label} was freed before replay of the graph captured at {graph_label}"
+    return codes.runtime_rule("CG490").message.format(
+        what=f"{read.label} was freed or rebound after capture at {graph_label}")

@@ -1,0 +1,131 @@
+"""Instrument every capture of a running program (`cglint verify SCRIPT`, `pytest --cglint-verify`).
+
+CUDAGraph.capture_begin/capture_end are the one path that torch.cuda.graph,
+make_graphed_callables, raw captures and torch.compile's CUDA graph trees all take, so
+the monitor hangs there. torch.cuda.graph.__exit__ is wrapped too because only it sees
+the exception that broke the capture body; replay() is wrapped to check, before each
+replay, that the tensors the graph reads are still the captured ones.
+"""
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Any, Callable
+
+import torch
+
+from cglint.verify import frames, liveness, synchooks
+from cglint.verify.capture import CaptureMonitor, pool_bytes, release_pool, reset_after_failure
+from cglint.verify.recorder import Recorder
+from cglint.verify.session import GraphInfo, Session
+
+_saved: list[tuple[Any, str, Any]] = []
+
+
+def _patch(owner: Any, name: str, make: Callable[[Any], Any]) -> None:
+    original = owner.__dict__[name]
+    _saved.append((owner, name, original))
+    setattr(owner, name, functools.wraps(original)(make(original)))
+
+
+def install(session: Session) -> None:
+    if _saved:
+        return
+    graph_cls = torch.cuda.graphs.CUDAGraph
+    synchooks.install()
+
+    def capture_begin(original):
+        def wrapper(self, *args, **kwargs):
+            original(self, *args, **kwargs)
+            if getattr(self, "_cglint_api", False):
+                return  # cglint.verify() instruments its own capture
+            monitor = CaptureMonitor()
+            self._cglint_monitor = monitor
+            session.recorders.append(monitor.recorder)
+            monitor.start()
+        return wrapper
+
+    def capture_end(original):
+        def wrapper(self, *args, **kwargs):
+            monitor = self.__dict__.pop("_cglint_monitor", None)
+            if monitor is None:
+                return original(self, *args, **kwargs)
+            pending = sys.exc_info()[1]  # capture_end in a `finally:` while the body's error propagates
+            if pending is not None and _raised_under(pending, monitor.site):
+                monitor.failed(pending)
+                session.handled.add(id(pending))
+            monitor.stop()
+            try:
+                original(self, *args, **kwargs)
+            except BaseException as exc:
+                monitor.failed(exc)
+                session.handled.add(id(exc))
+                release_pool(self)
+                _graph_done(session, monitor, ok=False)
+                raise
+            ok = monitor.error is None
+            if ok:
+                self._cglint_reads = liveness.snapshot(monitor.inst.ops, frames.current_user_frame(2))
+                self._cglint_site = monitor.label
+                self._cglint_recorder = monitor.recorder
+            _graph_done(session, monitor, ok=ok, graph=self)
+        return wrapper
+
+    def replay(original):
+        def wrapper(self, *args, **kwargs):
+            reads = getattr(self, "_cglint_reads", None)
+            if reads:
+                recorder = Recorder(region=self._cglint_recorder.region, phase="replay")
+                liveness.check(reads, recorder, frames.current_user_frame(2), self._cglint_site)
+                if recorder.observations:
+                    session.recorders.append(recorder)
+                    self._cglint_reads = [r for r in reads if r.ref() is not None]  # report each loss once
+            for info in session.graphs:
+                if info.site == getattr(self, "_cglint_site", None):
+                    info.replays += 1
+            return original(self, *args, **kwargs)
+        return wrapper
+
+    def graph_exit(original):
+        def wrapper(self, exc_type, exc, tb):
+            monitor = getattr(self.cuda_graph, "_cglint_monitor", None)
+            if exc is None or monitor is None:
+                return original(self, exc_type, exc, tb)
+            monitor.failed(exc)
+            session.handled.add(id(exc))
+            try:
+                original(self, exc_type, exc, tb)
+            except Exception:
+                # capture_end raised (the cascade): torch left the capture stream current
+                reset_after_failure(self.cuda_graph, graph_cls.capture_end, self.stream_ctx)
+            else:
+                reset_after_failure(self.cuda_graph, graph_cls.capture_end)
+            return False
+        return wrapper
+
+    _patch(graph_cls, "capture_begin", capture_begin)
+    _patch(graph_cls, "capture_end", capture_end)
+    _patch(graph_cls, "replay", replay)
+    _patch(torch.cuda.graphs.graph, "__exit__", graph_exit)
+
+
+def _raised_under(exc: BaseException, site: Any) -> bool:
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame is site:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def _graph_done(session: Session, monitor: CaptureMonitor, *, ok: bool, graph: Any = None) -> None:
+    pool = pool_bytes(graph) if graph is not None else None
+    region = monitor.recorder.region
+    session.graphs.append(GraphInfo(monitor.label, region.kind if region else "?", ok, monitor.seconds, pool))
+
+
+def uninstall() -> None:
+    while _saved:
+        owner, name, original = _saved.pop()
+        setattr(owner, name, original)
+    synchooks.uninstall()

@@ -1,0 +1,135 @@
+"""Observations made while instrumented code runs, and how they become findings.
+
+An observation is keyed by (code, file, line): the same hazard seen in several passes or
+captures is one finding with its evidence merged. While a recognised API call runs
+(`.item()`, `print`), the operators it dispatches are evidence of that call, not new
+observations: `explaining()` keeps that context.
+"""
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Iterator, Optional
+
+from cglint.findings import Finding, Region
+from cglint.verify import codes, frames
+
+_MAX_EVIDENCE = 4
+
+
+@dataclass
+class Observation:
+    code: str
+    where: frames.Where
+    what: str
+    region: Optional[Region] = None
+    trace: tuple[str, ...] = ()
+    evidence: list[str] = field(default_factory=list)
+    weak: bool = False  # dropped when a stronger observation shares its line (print of a tensor)
+
+    def add(self, note: str) -> None:
+        if note and note not in self.evidence and len(self.evidence) < _MAX_EVIDENCE:
+            self.evidence.append(note)
+
+    def finding(self) -> Finding:
+        meta = codes.meta(self.code)
+        message = self.what
+        if self.evidence:
+            message += f" [{'; '.join(self.evidence)}]"
+        w = self.where
+        return Finding(
+            path=frames.display_path(w.path),
+            line=w.line,
+            column=w.column,
+            end_line=w.end_line or w.line,
+            end_column=w.end_column or w.column,
+            code=self.code,
+            category=meta.category,
+            severity=meta.severity,
+            message=message,
+            fix_hint=meta.fix_hint,
+            region=self.region,
+            trace=self.trace,
+            source="runtime",
+        )
+
+
+class Recorder:
+    """Collects the observations of one instrumented run (a capture, a trace pass)."""
+
+    def __init__(self, region: Optional[Region] = None, stop: Optional[FrameType] = None, phase: str = "capture"):
+        self.region = region
+        self.stop = stop  # the outermost frame of traces (the capture site)
+        self.phase = phase
+        self.observations: dict[tuple[str, str, int], Observation] = {}
+        self._explaining: list[Observation] = []
+        self._lock = threading.Lock()
+
+    # --- recording ---------------------------------------------------------
+    def observe(
+        self,
+        code: str,
+        what: str,
+        frame: Optional[FrameType] = None,
+        *,
+        evidence: str = "",
+        weak: bool = False,
+    ) -> Optional[Observation]:
+        """Record at `frame`'s user line (the innermost user frame when not given)."""
+        user = frames.user_frame(frame) if frame is not None else frames.current_user_frame(2)
+        if user is None:
+            return None
+        trace = tuple(w.label() for w in frames.user_stack(user, self.stop))
+        return self.observe_at(code, what, frames.where(user), trace, evidence=evidence, weak=weak)
+
+    def observe_at(
+        self, code: str, what: str, where: frames.Where, trace: tuple[str, ...] = (), *, evidence: str = "",
+        weak: bool = False,
+    ) -> Observation:
+        key = (code, where.path, where.line)
+        with self._lock:
+            obs = self.observations.get(key)
+            if obs is None:
+                obs = Observation(code, where, what, self.region, trace, weak=weak)
+                self.observations[key] = obs
+            obs.add(evidence or f"seen during {self.phase}")
+        return obs
+
+    @contextmanager
+    def explaining(self, obs: Optional[Observation]) -> Iterator[None]:
+        """Operators dispatched inside this block are evidence of `obs`."""
+        if obs is None:
+            yield
+            return
+        self._explaining.append(obs)
+        try:
+            yield
+        finally:
+            self._explaining.pop()
+
+    @property
+    def explained_by(self) -> Optional[Observation]:
+        return self._explaining[-1] if self._explaining else None
+
+    def at_line(self, where: frames.Where) -> list[Observation]:
+        return [o for (_, path, line), o in self.observations.items() if (path, line) == (where.path, where.line)]
+
+    # --- results -----------------------------------------------------------
+    def merge(self, other: "Recorder") -> None:
+        for key, obs in other.observations.items():
+            mine = self.observations.get(key)
+            if mine is None:
+                self.observations[key] = obs
+            else:
+                for note in obs.evidence:
+                    mine.add(note)
+
+    def findings(self) -> list[Finding]:
+        lines = {}
+        for obs in self.observations.values():
+            if not obs.weak:
+                lines[(obs.where.path, obs.where.line)] = True
+        kept = [o for o in self.observations.values() if not (o.weak and (o.where.path, o.where.line) in lines)]
+        return sorted((o.finding() for o in kept), key=lambda f: f.sort_key)

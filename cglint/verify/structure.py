@@ -1,0 +1,47 @@
+"""Compare the operator traces of two inputs of equal shapes.
+
+Both inputs go through the same eager code. If the operator sequences differ, Python took
+another path for the second input (CG290); if only shapes differ, an operator's output
+size depends on data (CG790). Either way a graph captured on one input is wrong for the
+other.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from cglint.verify import codes
+from cglint.verify.recorder import Recorder
+from cglint.verify.torchmodes import OpRecord
+
+
+def _at(trace: list[OpRecord], i: int) -> Optional[OpRecord]:
+    return trace[i] if i < len(trace) else None
+
+
+def compare(first: list[OpRecord], second: list[OpRecord], recorder: Recorder) -> Optional[str]:
+    """Record the first difference of two traces; returns its rule code or None."""
+    for i in range(max(len(first), len(second))):
+        a, b = _at(first, i), _at(second, i)
+        if a is not None and b is not None and a.op == b.op and (a.code, a.line) == (b.code, b.line):
+            if a.shapes != b.shapes:
+                what = (f"aten.{a.op} gave shapes {list(a.shapes)} for the first input and "
+                        f"{list(b.shapes)} for the second")
+                _record(recorder, "CG790", what, a)
+                return "CG790"
+            continue
+        shown_a = f"aten.{a.op} at {a.where()}" if a else "nothing more"
+        shown_b = f"aten.{b.op} at {b.where()}" if b else "nothing more"
+        what = f"operator {i + 1} was {shown_a} for the first input but {shown_b} for the second"
+        _record(recorder, "CG290", what, a or b)
+        return "CG290"
+    return None
+
+
+def _record(recorder: Recorder, code: str, what: str, op: OpRecord) -> None:
+    from cglint.verify.frames import Where
+
+    if op.code is None:
+        return
+    where = Where(op.code.co_filename, op.line, 1, op.line, 0, op.code.co_name)
+    message = codes.runtime_rule(code).message.format(what=what)
+    recorder.observe_at(code, message, where, (where.label(),), evidence="compared two inputs")
