@@ -92,6 +92,7 @@ class ModuleInfo:
     file: source.SourceFile
     tree: cst.Module
     is_package: bool
+    root: Path  # the folder imports of this module resolve from first
     imports: dict[str, str] = field(default_factory=dict)  # local name -> qualified name
     functions: dict[str, FunctionInfo] = field(default_factory=dict)
     classes: dict[str, ClassInfo] = field(default_factory=dict)
@@ -178,7 +179,7 @@ class Project:
         self._on_error = on_error
         self.roots: list[Path] = []
         self._by_path: dict[Path, Optional[ModuleInfo]] = {}
-        self._by_name: dict[str, Optional[ModuleInfo]] = {}
+        self._by_name: dict[tuple[Path, str], Optional[ModuleInfo]] = {}
         self._cache: dict[object, object] = {}
 
     def cached(self, key: object, compute: Callable[[], object], pending: object) -> object:
@@ -210,38 +211,45 @@ class Project:
             if isinstance(tree, source.SourceError):
                 self._on_error(path, tree)
             else:
-                info = _index(ModuleInfo(name, file, tree, is_package))
+                info = _index(ModuleInfo(name, file, tree, is_package, root))
         self._by_path[path] = info
         if info is not None:
-            self._by_name.setdefault(name, info)
+            self._by_name.setdefault((root, name), info)
         return info
 
     def parsed(self, path: Path) -> Optional[ModuleInfo]:
         """The module at `path` if it was parsed (None if never needed, or broken)."""
         return self._by_path.get(path.resolve())
 
-    def module(self, name: str) -> Optional[ModuleInfo]:
-        if name in self._by_name:
-            return self._by_name[name]
-        found = None
-        relative = Path(*name.split(".")) if name else None
-        for root in list(self.roots) if relative else ():
-            for candidate in (root / relative.with_suffix(".py"), root / relative / "__init__.py"):
-                if candidate.is_file():
-                    found = self.module_for_path(candidate)
-                    break
-            if found:
-                break
-        self._by_name[name] = found
-        return found
+    def module(self, name: str, near: Optional[ModuleInfo] = None) -> Optional[ModuleInfo]:
+        """The module `name`, looked up first beside `near` (as Python finds a script's siblings)."""
+        roots = ([near.root] if near is not None else []) + [r for r in self.roots if near is None or r != near.root]
+        for root in roots:
+            found = self._in_root(root, name)
+            if found is not None:
+                return found
+        return None
 
-    def resolve(self, qualname: str, _depth: int = 0) -> Optional[Definition]:
+    def _in_root(self, root: Path, name: str) -> Optional[ModuleInfo]:
+        key = (root, name)
+        if key not in self._by_name:
+            found = None
+            relative = Path(*name.split(".")) if name else None
+            if relative is not None:
+                for candidate in (root / relative.with_suffix(".py"), root / relative / "__init__.py"):
+                    if candidate.is_file():
+                        found = self.module_for_path(candidate)
+                        break
+            self._by_name[key] = found
+        return self._by_name[key]
+
+    def resolve(self, qualname: str, near: Optional[ModuleInfo] = None, _depth: int = 0) -> Optional[Definition]:
         """The project definition a qualified name refers to, if any."""
         if _depth > 8 or not qualname:
             return None
         parts = qualname.split(".")
         for cut in range(len(parts), 0, -1):
-            module = self.module(".".join(parts[:cut]))
+            module = self.module(".".join(parts[:cut]), near)
             if module is not None:
                 return self._member(module, parts[cut:], _depth)
         return None
@@ -254,9 +262,9 @@ class Project:
         if found is None and head in module.imports:
             target = module.imports[head]
             if target != f"{module.name}.{head}":
-                found = self.resolve(target, depth + 1)
+                found = self.resolve(target, module, depth + 1)
         if found is None and module.is_package:
-            found = self.module(f"{module.name}.{head}")
+            found = self.module(f"{module.name}.{head}", module)
         if found is None or not tail:
             return found
         if isinstance(found, ModuleInfo):
@@ -276,7 +284,7 @@ class Project:
                 found.append(cls.module.classes[head])
                 continue
             qualified = cls.module.imports.get(head)
-            target = self.resolve(f"{qualified}.{rest}" if rest else qualified) if qualified else None
+            target = self.resolve(f"{qualified}.{rest}" if rest else qualified, cls.module) if qualified else None
             if isinstance(target, ClassInfo):
                 found.append(target)
         return found

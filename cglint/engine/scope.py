@@ -61,13 +61,13 @@ class Scope:
 
     def reference(self, qualified: str) -> Value:
         """The value of a module-level symbol used as an expression (not called)."""
-        definition = self.project.resolve(qualified)
+        definition = self.project.resolve(qualified, self.module)
         if isinstance(definition, ClassInfo):
             return Value(Kind.OBJECT, targets=(definition,), is_class=True, qualname=qualified)
         if definition is not None:
             return Value(Kind.OBJECT, targets=(definition,), qualname=qualified)
         module_name, _, attr = qualified.rpartition(".")
-        module = self.project.module(module_name) if module_name else None
+        module = self.project.module(module_name, self.module) if module_name else None
         if module is not None and attr in module.globals:
             return self.project_global(module, attr)
         if qualified.startswith("torch.") and attr in _DTYPES:

@@ -205,7 +205,7 @@ def _call_qualified(call: cst.Call, qualified: str, scope: "Scope") -> Value:
         if tag == "module_container":  # nn.ModuleList([Layer() for ...]), nn.Sequential(A(), B())
             return Value(Kind.OBJECT, tag=tag, targets=_contained_modules(call, scope))
         return Value(Kind.OBJECT, tag=tag)
-    definition = scope.project.resolve(qualified)
+    definition = scope.project.resolve(qualified, scope.module)
     if isinstance(definition, ClassInfo):
         return Value(Kind.OBJECT, targets=(definition,), tag=scope.class_tag(definition))
     if isinstance(definition, (FunctionInfo, ModuleInfo)):

@@ -345,7 +345,7 @@ class Walker:
                 return [(method, True)] if method else []
         qualified = self.scope.qualname(func)
         if qualified is not None:
-            definition = project.resolve(qualified)
+            definition = project.resolve(qualified, self.function.module)
             if isinstance(definition, FunctionInfo):
                 return [(definition, False)]
             if isinstance(definition, ClassInfo):

@@ -1,8 +1,7 @@
 """Rule metadata for runtime findings: category, severity and fix hint of each code.
 
-The catalogue (rules/) is the authority; the table below only covers the codes the
-verifier emits, so that runtime findings stay complete while the catalogue is loaded
-lazily or is missing a rule.
+The catalogue (rules/) is the authority; the table below only covers the static codes
+the verifier emits, so that runtime findings stay complete if a rule is missing there.
 """
 from __future__ import annotations
 
@@ -47,15 +46,12 @@ _FALLBACK: dict[str, Meta] = {
 @lru_cache(maxsize=None)
 def _catalogue() -> dict[str, Meta]:
     try:
-        from cglint.rules import catalogue  # type: ignore[attr-defined]
+        from cglint.catalogue import by_code
 
-        rules = catalogue()
-    except Exception:  # the catalogue is optional for the verifier
+        rules = by_code()
+    except Exception:  # a broken or partial catalogue must not stop a verification
         return {}
-    found = {}
-    for rule in rules:
-        found[rule.code] = Meta(rule.category, rule.severity, rule.fix_hint)
-    return found
+    return {code: Meta(rule.category, rule.severity, rule.fix_hint) for code, rule in rules.items()}
 
 
 def meta(code: str) -> Meta:

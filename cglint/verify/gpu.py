@@ -1,0 +1,130 @@
+"""The GPU half of `cglint.verify`: warmup traces, instrumented capture, replay, cost."""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import torch
+
+from cglint.verify import errors, inputs
+from cglint.verify.api import observe_fn, second_pass, timed_ms, traced, wall_ms
+from cglint.verify.capture import CaptureMonitor, pool_bytes, release_pool, reset_after_failure
+from cglint.verify.compare import diverges
+from cglint.verify.recorder import Recorder
+from cglint.verify.result import VerifyReport
+
+
+def run_gpu(fn: Callable, sample: tuple, make_inputs: Any, recorder: Recorder, report: VerifyReport, *,
+            replays: int, rtol: float, atol: float, warmup: int, timing: bool, timing_iters: int,
+            measure_overhead: bool) -> None:
+    static = inputs.clone(sample)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        # The warmup doubles as the two traced passes.
+        _, first = traced(fn, static, recorder, gpu=True)
+        second_pass(fn, sample, make_inputs, recorder, first, report, gpu=True)
+        for _ in range(max(0, warmup - 2)):
+            fn(*static)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+
+    graph, static_out, monitor = capture(fn, static, instrument=True)
+    recorder.merge(monitor.recorder)
+    report.capture_ms = monitor.seconds * 1000
+    if monitor.error is not None:
+        report.capture_error = errors.first_line(monitor.error)
+        report.skipped.append("replay against eager and timing (the capture failed)")
+        return
+    report.pool_bytes = pool_bytes(graph)
+    if measure_overhead:
+        report.bare_capture_ms = bare_capture_ms(fn, static)
+    stateful = _writes_state(monitor, static)
+    if stateful:
+        report.skipped.append(f"replay against eager: fn updates {stateful} tensor(s) it is not given "
+                              "(parameters, optimizer state), so eager and replay start from different states")
+    else:
+        _replay_against_eager(fn, sample, make_inputs, graph, static, static_out, recorder, report,
+                              replays=replays, rtol=rtol, atol=atol)
+    if timing:
+        _timing(fn, sample, make_inputs, graph, static, recorder, report, timing_iters)
+
+
+def capture(fn: Callable, static: tuple, *, instrument: bool) -> tuple[Any, Any, CaptureMonitor]:
+    """Capture `fn(*static)` as torch.cuda.graph would, keeping the first error and cleaning up after it."""
+    graph = torch.cuda.CUDAGraph()
+    graph._cglint_api = True  # the session patches, if installed, leave this capture to us
+    monitor = CaptureMonitor(kind="cglint.verify", sync_debug=instrument)
+    stream = torch.cuda.Stream()
+    torch.cuda.synchronize()
+    out = None
+    with torch.cuda.stream(stream):
+        graph.capture_begin()
+        if instrument:
+            monitor.start()
+        try:
+            out = fn(*static)
+        except Exception as exc:
+            monitor.stop()
+            monitor.failed(exc)
+            reset_after_failure(graph, type(graph).capture_end)
+            return graph, None, monitor
+        except BaseException:
+            monitor.stop()
+            reset_after_failure(graph, type(graph).capture_end)
+            raise
+        monitor.stop()
+        try:
+            graph.capture_end()
+        except Exception as exc:
+            monitor.failed(exc)
+            release_pool(graph)
+            reset_after_failure(graph, type(graph).capture_end)
+            return graph, None, monitor
+    torch.cuda.synchronize()
+    return graph, out, monitor
+
+
+def bare_capture_ms(fn: Callable, static: tuple) -> Optional[float]:
+    holder: dict[str, Any] = {}
+    ms = wall_ms(lambda: holder.setdefault("g", capture(fn, static, instrument=False)))
+    graph, _, monitor = holder["g"]
+    graph.reset()
+    return ms if monitor.error is None else None
+
+
+def _writes_state(monitor: CaptureMonitor, static: tuple) -> int:
+    ops = monitor.inst.ops
+    if ops is None:
+        return 0
+    given = {id(t) for _, t in inputs.tensors(static)} | {id(t._base) for _, t in inputs.tensors(static)}
+    return sum(1 for key, ref in ops.mutated.items() if ref() is not None and key not in given)
+
+
+def _replay_against_eager(fn, sample, make_inputs, graph, static, static_out, recorder, report, *,
+                          replays, rtol, atol) -> None:
+    worst: dict[str, float] = {}
+    for r in range(replays):
+        new = inputs.fresh(sample, make_inputs, r + 1)
+        inputs.copy_into(static, new)
+        graph.replay()
+        got = inputs.map_tensors(static_out, lambda t: t.detach().clone())
+        expected = fn(*inputs.clone(new))
+        for name, err in diverges(expected, got, rtol=rtol, atol=atol).items():
+            worst[name] = max(err, worst.get(name, 0.0))
+    report.divergence = worst
+    if worst:
+        shown = ", ".join(f"{k} max |replay - eager| = {v:.3g}" for k, v in worst.items())
+        suspects = [o.finding() for o in recorder.observations.values() if o.code[:3] in ("CG2", "CG3", "CG5", "CG6")]
+        hint = "; look at " + ", ".join(f"{f.code} {f.path}:{f.line}" for f in suspects[:3]) if suspects else ""
+        observe_fn(recorder, fn, "CG690", f"{shown} over {replays} fresh inputs{hint}", "replayed against eager")
+
+
+def _timing(fn, sample, make_inputs, graph, static, recorder, report, iters: int) -> None:
+    new = inputs.fresh(sample, make_inputs, 99)
+    report.eager_ms = timed_ms(lambda: fn(*static), iters)
+    report.replay_ms = timed_ms(lambda: (inputs.copy_into(static, new), graph.replay()), iters)
+    if report.replay_ms >= report.eager_ms:
+        pool = f"; its pool holds {report.pool_bytes / 2**20:.1f} MiB" if report.pool_bytes else ""
+        observe_fn(recorder, fn, "CG990",
+                   f"replay with input copies takes {report.replay_ms:.3f} ms, eager {report.eager_ms:.3f} ms{pool}",
+                   "timed with CUDA events")

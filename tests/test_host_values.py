@@ -1,0 +1,135 @@
+"""Host values are told from tensor data: the tricky negatives a naive checker flags."""
+from __future__ import annotations
+
+import textwrap
+
+from cglint.api import check_source
+
+
+def found(source: str) -> set[tuple[str, int]]:
+    return {(f.code, f.line) for f in check_source(textwrap.dedent(source).lstrip("\n"), "snippet.py")}
+
+
+def test_metadata_flags_and_device_ops_in_a_region_are_clean():
+    source = """
+    import torch
+    import torch.nn.functional as F
+
+    class Attention(torch.nn.Module):
+        def __init__(self, dim, heads, use_bias=False, dropout=0.1):
+            super().__init__()
+            self.heads = heads
+            self.use_bias = use_bias
+            self.dropout = dropout
+            self.layers = torch.nn.ModuleList([torch.nn.Linear(dim, dim) for _ in range(3)])
+            self.scales = {"q": 1.0, "k": 1.0}
+
+        def forward(self, x: torch.Tensor, mask=None, cache=None):
+            if x.shape[0] > 4 and x.dim() == 3:
+                x = x.reshape(-1, x.size(-1))
+            if x.dtype == torch.half:
+                x = x.float()
+            if self.use_bias:
+                x = x + 1
+            if mask is None or isinstance(cache, dict):
+                mask = torch.ones_like(x, dtype=torch.bool)
+            for name, scale in self.scales.items():
+                x = x * scale
+            for i in range(len(self.layers)):
+                x = self.layers[i](x)
+            noise = torch.rand(x.shape, device="cuda")
+            x = torch.where(mask, x, noise)
+            x = F.dropout(x, self.dropout, training=self.training)
+            buf = torch.empty_like(x)
+            buf.copy_(x)
+            buf.fill_(0.5)
+            y = x.to(x.device).to(torch.float32)
+            return buf + y[:, : x.shape[-1] // 2].sum()
+
+    attn = Attention(64, 8)
+    with torch.cuda.graph(g):
+        out = attn(static_x)
+    """
+    assert found(source) == set()
+
+
+def test_the_same_operations_on_tensor_data_are_flagged():
+    source = """
+    import torch
+
+    class Gate(torch.nn.Module):
+        def forward(self, x: torch.Tensor):
+            if x.sum() > 0:
+                x = x * 2
+            scale = 2.0 if x.max() > 1 else 1.0
+            assert torch.isfinite(x).all()
+            keep = [v for v in range(4) if x[v].any()]
+            total = bool(x.mean())
+            return x[x > 0]
+
+    gate = Gate()
+    with torch.cuda.graph(g):
+        out = gate(static_x)
+    """
+    assert found(source) == {
+        ("CG201", 5),
+        ("CG201", 7),
+        ("CG201", 8),
+        ("CG201", 9),
+        ("CG101", 10),
+        ("CG106", 11),
+    }
+
+
+def test_values_follow_rebinding_in_order():
+    source = """
+    import torch
+
+    def step(x):
+        n = x.shape[0]
+        if n > 2:
+            n = x.sum()
+        x = x.cpu()
+        if n > 2:
+            pass
+        return x
+
+    with torch.cuda.graph(g):
+        y = step(static_x)
+    """
+    assert found(source) == {("CG102", 7), ("CG201", 8)}
+
+
+def test_call_site_arguments_decide_parameter_values():
+    source = """
+    import torch
+
+    def scale(value, factor):
+        if factor > 1:
+            return value * factor
+        return value
+
+    with torch.cuda.graph(g):
+        a = scale(static_x, 2)
+        b = scale(static_x, static_x.max())
+    """
+    assert found(source) == {("CG201", 4)}
+
+
+def test_host_tensors_and_copies_to_the_device():
+    source = """
+    import numpy as np
+    import torch
+
+    def positions(x, offsets):
+        table = torch.tensor(offsets)
+        idx = torch.from_numpy(np.arange(4)).cuda()
+        noise = torch.randn(4).to("cuda")
+        ok = torch.zeros(4, device="cuda").to(torch.float16)
+        moved = x.to("cuda")
+        return table.to(x.device), idx, noise, ok, moved
+
+    with torch.cuda.graph(g):
+        out = positions(static_x, [0, 1, 2, 3])
+    """
+    assert found(source) == {("CG402", 6), ("CG303", 7), ("CG402", 10)}

@@ -1,0 +1,190 @@
+"""Calls are followed from a region into the project's functions, methods and submodules."""
+from __future__ import annotations
+
+from .helpers import by_file, findings
+
+CAPTURE = """
+import torch
+{imports}
+
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    out = {call}
+"""
+
+
+def test_imports_in_every_style_reach_other_modules(tmp_path):
+    files = {
+        "pkg/__init__.py": "from .ops import exported\n",
+        "pkg/ops.py": """
+            import torch
+
+            def helper(x):
+                return x.sum().item()
+
+            def exported(x):
+                return torch.nonzero(x)
+        """,
+        "pkg/sub/__init__.py": "",
+        "pkg/sub/deep.py": """
+            from ..ops import helper
+
+            def deep(x):
+                return helper(x)
+        """,
+        "pkg/sub/relative.py": """
+            from . import deep
+
+            def via_module(x):
+                return deep.deep(x)
+        """,
+        "a.py": CAPTURE.format(imports="from pkg.ops import helper", call="helper(static_x)"),
+        "b.py": CAPTURE.format(imports="import pkg.ops", call="pkg.ops.helper(static_x)"),
+        "c.py": CAPTURE.format(imports="import pkg.ops as ops", call="ops.helper(static_x)"),
+        "d.py": CAPTURE.format(imports="from pkg.sub.relative import via_module", call="via_module(static_x)"),
+        "e.py": CAPTURE.format(imports="from pkg import exported", call="exported(static_x)"),
+    }
+    found = findings(tmp_path, files)
+    assert by_file(found, tmp_path) == {("pkg/ops.py", "CG101", 4), ("pkg/ops.py", "CG105", 7)}
+    regions = {f.region.path.rsplit("/", 1)[-1] for f in found}
+    assert regions <= {"a.py", "b.py", "c.py", "d.py", "e.py"}
+
+
+def test_methods_submodules_containers_and_base_classes(tmp_path):
+    files = {
+        "net/__init__.py": "",
+        "net/blocks.py": """
+            import torch
+            from torch import nn
+
+            class Norm(nn.Module):
+                def forward(self, x):
+                    return x / x.norm()
+
+            class Base(nn.Module):
+                def forward(self, x):
+                    return self.extra(x)
+
+                def extra(self, x):
+                    return x.unique()
+
+            class Block(Base):
+                def __init__(self, dim):
+                    super().__init__()
+                    self.norm = Norm()
+                    self.proj = nn.Linear(dim, dim)
+
+                def forward(self, x):
+                    x = super().forward(self.norm(x))
+                    return self.proj(x)
+
+            class Leaf(nn.Module):
+                def forward(self, x):
+                    return x.cpu()
+        """,
+        "net/model.py": """
+            import torch
+            from torch import nn
+            from .blocks import Block, Leaf
+
+            class Model(nn.Module):
+                def __init__(self, dim, depth):
+                    super().__init__()
+                    self.blocks = nn.ModuleList([Block(dim) for _ in range(depth)])
+                    self.tail = nn.Sequential(Leaf(), nn.ReLU())
+
+                @classmethod
+                def build(cls, dim):
+                    return cls(dim, 2)
+
+                def forward(self, x):
+                    for block in self.blocks:
+                        x = block(x)
+                    return self.finish(self.tail(x))
+
+                def finish(self, x):
+                    torch.cuda.synchronize()
+                    return x
+        """,
+        "train.py": """
+            import torch
+            from net.model import Model
+
+            def capture(x):
+                model = Model(16, 2)
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    y = model(x)
+                return g, y
+        """,
+    }
+    assert by_file(findings(tmp_path, files), tmp_path) == {
+        ("net/blocks.py", "CG107", 13),
+        ("net/blocks.py", "CG102", 27),
+        ("net/model.py", "CG104", 21),
+    }
+
+
+def test_recursion_and_mutual_calls_terminate(tmp_path):
+    files = {
+        "loop.py": """
+            import torch
+
+            def ping(x, n):
+                if n > 0:
+                    return pong(x, n - 1)
+                return x.tolist()
+
+            def pong(x, n):
+                return ping(x, n)
+
+            with torch.cuda.graph(g):
+                y = ping(static_x, 3)
+        """
+    }
+    assert by_file(findings(tmp_path, files), tmp_path) == {("loop.py", "CG102", 6)}
+
+
+def test_a_hazard_reached_from_two_captures_is_reported_once(tmp_path):
+    files = {
+        "two.py": """
+            import torch
+
+            def shared(x):
+                return x.max().item()
+
+            with torch.cuda.graph(g1):
+                a = shared(x1)
+            with torch.cuda.graph(g2):
+                b = shared(x2)
+        """
+    }
+    found = findings(tmp_path, files)
+    assert [(f.code, f.line) for f in found] == [("CG101", 4)]
+    assert found[0].region.line == 6
+
+
+def test_scripts_resolve_sibling_modules_of_their_own_folder(tmp_path):
+    # Two example folders with a module of the same name: each script imports its own.
+    files = {
+        "one/model.py": "def forward(x):\n    return x.cpu()\n",
+        "one/run.py": CAPTURE.format(imports="from model import forward", call="forward(static_x)"),
+        "two/model.py": "def forward(x):\n    return x.unique()\n",
+        "two/run.py": CAPTURE.format(imports="from model import forward", call="forward(static_x)"),
+    }
+    found = findings(tmp_path, files)
+    assert by_file(found, tmp_path) == {("one/model.py", "CG102", 2), ("two/model.py", "CG107", 2)}
+    for finding in found:
+        assert finding.region.path.split("/")[-2] == finding.path.split("/")[-2]
+
+
+def test_checking_one_file_reads_the_modules_it_calls(tmp_path):
+    files = {
+        "app/__init__.py": "",
+        "app/model.py": "def forward(x):\n    return x.nonzero()\n",
+        "app/run.py": CAPTURE.format(imports="from app.model import forward", call="forward(static_x)"),
+        "app/other.py": "def unrelated(x):\n    return x.cpu()\n",
+    }
+    found = findings(tmp_path, files, paths=["app/run.py"])
+    assert by_file(found, tmp_path) == {("app/model.py", "CG105", 2)}
+    assert found[0].region.path.endswith("app/run.py")
