@@ -59,9 +59,15 @@ def find_config_file(start: Path) -> Optional[Path]:
 
 def _has_section(pyproject: Path) -> bool:
     try:
-        return "tool" in (data := toml.loads(pyproject.read_text("utf-8"))) and "cglint" in data["tool"]
-    except (OSError, UnicodeDecodeError, toml.TOMLDecodeError):
-        return False  # a broken pyproject without our section is not ours to report
+        text = pyproject.read_text("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    try:
+        data = toml.loads(text)
+    except toml.TOMLDecodeError:
+        # Broken: ours to report only if it holds our section.
+        return "[tool.cglint" in text
+    return "cglint" in data.get("tool", {})
 
 
 def load(path: Optional[Path], start: Path) -> Config:

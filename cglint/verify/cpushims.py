@@ -76,8 +76,10 @@ def install(session: Session) -> None:
 
         def capture_begin(self, *args: Any, **kwargs: Any) -> None:
             self._inst = _start(session, "capture_begin")
+            session.open[id(self)] = lambda exc: _stop(self._inst)
 
         def capture_end(self) -> None:
+            session.open.pop(id(self), None)
             _stop(self._inst)
 
         def replay(self) -> None:

@@ -32,6 +32,7 @@ def install(session: Session) -> None:
     if _saved:
         return
     graph_cls = torch.cuda.graphs.CUDAGraph
+    original_end = graph_cls.__dict__["capture_end"]
     synchooks.install()
 
     def capture_begin(original):
@@ -42,6 +43,7 @@ def install(session: Session) -> None:
             monitor = CaptureMonitor()
             self._cglint_monitor = monitor
             session.recorders.append(monitor.recorder)
+            session.open[id(self)] = lambda exc: _abandon(self, monitor, exc, original_end)
             monitor.start()
         return wrapper
 
@@ -50,6 +52,7 @@ def install(session: Session) -> None:
             monitor = self.__dict__.pop("_cglint_monitor", None)
             if monitor is None:
                 return original(self, *args, **kwargs)
+            session.open.pop(id(self), None)
             pending = sys.exc_info()[1]  # capture_end in a `finally:` while the body's error propagates
             if pending is not None and _raised_under(pending, monitor.site):
                 monitor.failed(pending)
@@ -107,6 +110,15 @@ def install(session: Session) -> None:
     _patch(graph_cls, "capture_end", capture_end)
     _patch(graph_cls, "replay", replay)
     _patch(torch.cuda.graphs.graph, "__exit__", graph_exit)
+
+
+def _abandon(graph: Any, monitor: CaptureMonitor, exc: Any, end: Any) -> None:
+    """A raw capture_begin whose capture_end never ran: stop the hooks, blame the error, end the capture."""
+    graph.__dict__.pop("_cglint_monitor", None)
+    monitor.stop()
+    if exc is not None:
+        monitor.failed(exc)
+    reset_after_failure(graph, end)
 
 
 def _raised_under(exc: BaseException, site: Any) -> bool:

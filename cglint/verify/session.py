@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Callable, Optional
 
 from cglint.findings import Finding
 from cglint.verify.recorder import Recorder
@@ -25,6 +25,15 @@ class Session:
     graphs: list[GraphInfo] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     handled: set[int] = field(default_factory=set)  # ids of exceptions already reported
+    # Captures begun but not ended, each with how to close it given the error that ended the run.
+    open: dict[int, Callable[[Optional[BaseException]], None]] = field(default_factory=dict)
+
+    def close_open(self, exc: Optional[BaseException]) -> None:
+        while self.open:
+            _, close = self.open.popitem()
+            close(exc if exc is not None and id(exc) not in self.handled else None)
+            if exc is not None:
+                self.handled.add(id(exc))
 
     def findings(self, since: int = 0) -> list[Finding]:
         """Findings of the recorders added after the first `since` ones, one per (code, line)."""

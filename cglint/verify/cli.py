@@ -1,0 +1,98 @@
+"""`cglint verify [--format text|json] [--output-file F] SCRIPT [ARGS...]`.
+
+The script runs in this process, as `python SCRIPT ARGS` would run it, with every capture
+instrumented. Options of cglint may come before or after SCRIPT; everything after `--`
+goes to the script unread. Exit: 0 no findings, 1 findings or the script failed,
+2 usage error (no such script, torch not installed).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from typing import Optional, TextIO
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+USAGE = "usage: cglint verify [--format text|json] [--output-file FILE] SCRIPT [ARGS...]"
+
+
+class Usage(Exception):
+    pass
+
+
+def parse(argv: list[str]) -> tuple[str, Optional[str], str, list[str]]:
+    """(format, output file, script, script arguments)."""
+    fmt, output, script, rest = "text", None, None, []
+    args = list(argv)
+    while args:
+        arg = args.pop(0)
+        if arg == "--" and script is not None:
+            rest.extend(args)
+            break
+        if arg in ("-h", "--help") and script is None:
+            raise Usage(USAGE)
+        name, eq, value = arg.partition("=")
+        if name in ("--format", "--output-file"):
+            if not eq:
+                if not args:
+                    raise Usage(f"{name} needs a value")
+                value = args.pop(0)
+            if name == "--format":
+                if value not in ("text", "json"):
+                    raise Usage(f"--format must be text or json, not {value!r}")
+                fmt = value
+            else:
+                output = value
+        elif script is None:
+            if arg.startswith("-") and arg != "--":
+                raise Usage(f"unknown option {arg}\n{USAGE}")
+            script = args.pop(0) if arg == "--" and args else arg
+        else:
+            rest.append(arg)
+    if script is None:
+        raise Usage(USAGE)
+    return fmt, output, script, rest
+
+
+def main(argv: list[str]) -> int:
+    try:
+        fmt, output, script, script_args = parse(argv)
+    except Usage as exc:
+        print(f"cglint verify: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if not os.path.isfile(script):
+        print(f"cglint verify: no such script: {script}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("cglint verify: torch is not installed (pip install 'cglint[verify]')", file=sys.stderr)
+        return EXIT_USAGE
+    from cglint.verify.run import run_script
+
+    # JSON on stdout must stay parseable: the script's own prints go to stderr then.
+    quiet = fmt == "json" and output is None
+    outcome = run_script(script, script_args, script_stdout=sys.stderr if quiet else None)
+    _write(outcome.findings, fmt, output)
+    _summary(outcome, sys.stderr)
+    return EXIT_FINDINGS if outcome.findings or outcome.failed else EXIT_CLEAN
+
+
+def _write(findings: list, fmt: str, output: Optional[str]) -> None:
+    from cglint.report import write_report
+
+    with (open(output, "w", encoding="utf-8") if output else contextlib.nullcontext(sys.stdout)) as stream:
+        write_report(findings, fmt=fmt, files_checked=1, stream=stream)
+
+
+def _summary(outcome, stream: TextIO) -> None:
+    print(f"cglint verify: {outcome.mode} mode, {len(outcome.graphs)} capture(s)", file=stream)
+    for info in outcome.graphs:
+        pool = f", pool {info.pool_bytes / 2**20:.1f} MiB" if info.pool_bytes else ""
+        state = "captured" if info.ok else "FAILED"
+        print(f"  {info.site}: {state} in {info.capture_seconds * 1000:.1f} ms{pool}, {info.replays} replay(s)",
+              file=stream)
+    for note in outcome.notes:
+        print(f"  note: {note}", file=stream)
+    if outcome.failed:
+        print(f"cglint verify: the script {outcome.status}", file=stream)

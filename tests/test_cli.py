@@ -1,0 +1,223 @@
+"""The command line as users and CI run it: output formats, selection, suppression,
+configuration, exit codes and bad input."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cglint.cli import main
+
+from .helpers import write_project
+
+STEP = """
+import torch
+
+def step(x):
+    loss = x.pow(2).mean()
+    print(loss)
+    return loss.item()
+
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    out = step(static_x)
+"""
+
+
+def run(args, capsys) -> tuple[int, str, str]:
+    code = main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CGLINT_OUTPUT_FORMAT", raising=False)
+    write_project(tmp_path, {"src/train.py": STEP, "src/clean.py": "import torch\n\ndef f(x):\n    return x.item()\n"})
+    return tmp_path
+
+
+def test_json_output_follows_the_contract(project, capsys):
+    code, out, _ = run(["check", "--format", "json", "src"], capsys)
+    assert code == 1
+    data = json.loads(out)
+    assert set(data) == {"version", "findings", "files_checked"}
+    assert data["files_checked"] == 2
+    first = data["findings"][0]
+    assert set(first) == {
+        "path", "line", "column", "end_line", "end_column", "code", "category", "severity",
+        "message", "fix_hint", "region", "trace",
+    }
+    assert [(f["path"], f["line"], f["code"]) for f in data["findings"]] == [
+        ("src/train.py", 5, "CG103"),
+        ("src/train.py", 6, "CG101"),
+    ]
+    assert first["column"] == 5 and first["end_column"] == 16 and first["category"] == "sync"
+    assert first["region"] == {"path": "src/train.py", "line": 9, "kind": "torch.cuda.graph"}
+    assert first["trace"] == ["src/train.py:9 with torch.cuda.graph(g)", "src/train.py:10 step(static_x)", "src/train.py:3 step"]
+
+
+def test_text_output_shows_source_caret_chain_and_summary(project, capsys):
+    code, out, _ = run(["check", "src/train.py"], capsys)
+    assert code == 1
+    assert "src/train.py:6:12: CG101 [error]" in out
+    assert "6 |     return loss.item()" in out
+    assert "  |            ^^^^^^^^^^^" in out
+    assert "= captured: src/train.py:9 with torch.cuda.graph(g) -> src/train.py:10 step(static_x) -> src/train.py:3 step" in out
+    assert "Found 2 findings (2 errors) in 1 file; 1 file checked." in out
+    assert "\x1b[" not in out  # no colour when not a terminal
+
+
+@pytest.mark.parametrize(
+    "option, expected",
+    [
+        (["--select", "CG101"], {"CG101"}),
+        (["--select", "CG1"], {"CG101", "CG103"}),
+        (["--select", "sync"], {"CG101", "CG103"}),
+        (["--ignore", "CG103"], {"CG101"}),
+        (["--select", "control-flow"], set()),
+        (["--select", "sync", "--ignore", "CG10"], set()),
+    ],
+)
+def test_select_and_ignore_by_code_prefix_and_category(project, capsys, option, expected):
+    code, out, _ = run(["check", "--format", "json", *option, "src"], capsys)
+    assert {f["code"] for f in json.loads(out)["findings"]} == expected
+    assert code == (1 if expected else 0)
+
+
+def test_exit_zero_and_output_file(project, capsys):
+    code, out, _ = run(["check", "--exit-zero", "--format", "json", "--output-file", "report/out.json", "src"], capsys)
+    assert code == 0 and out == ""
+    assert len(json.loads((project / "report/out.json").read_text())["findings"]) == 2
+
+
+def test_suppression_comments(project, capsys):
+    source = STEP.replace("print(loss)", "print(loss)  # noqa: CG103").replace(
+        "return loss.item()", "return loss.item()  # cglint: ignore[CG101]"
+    )
+    write_project(project, {"src/train.py": source})
+    assert run(["check", "src"], capsys)[0] == 0
+    write_project(project, {"src/train.py": source.replace("# noqa: CG103", "# noqa: E501")})
+    code, out, _ = run(["check", "--format", "json", "src"], capsys)
+    assert code == 1 and [f["code"] for f in json.loads(out)["findings"]] == ["CG103"]
+    write_project(project, {"src/train.py": "# cglint: skip-file\n" + STEP})
+    assert run(["check", "src"], capsys)[0] == 0
+
+
+def test_configuration_in_pyproject(project, capsys):
+    (project / "pyproject.toml").write_text(
+        textwrap.dedent(
+            """
+            [tool.cglint]
+            ignore = ["CG103"]
+            per-file-ignores = { "src/legacy/*.py" = ["sync"] }
+            extend-exclude = ["src/generated"]
+            """
+        )
+    )
+    write_project(project, {"src/legacy/old.py": STEP, "src/generated/gen.py": STEP})
+    code, out, _ = run(["check", "--format", "json", "."], capsys)
+    data = json.loads(out)
+    assert [(f["path"], f["code"]) for f in data["findings"]] == [("src/train.py", "CG101")]
+    assert data["files_checked"] == 3
+
+
+def test_configured_capture_helpers(project, capsys):
+    write_project(
+        project,
+        {
+            "cglint.toml": 'capture-functions = ["engine_capture"]\ncaptured = ["serve.decode"]\n',
+            "src/serve.py": """
+                from engine import engine_capture
+
+                def decode(x):
+                    return x.cpu()
+
+                def warm(x):
+                    with engine_capture():
+                        x.nonzero()
+            """,
+        },
+    )
+    code, out, _ = run(["check", "--format", "json", "--select", "CG102,CG105", "src/serve.py"], capsys)
+    assert {(f["line"], f["code"]) for f in json.loads(out)["findings"]} == {(4, "CG102"), (8, "CG105")}
+
+
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ('[tool.cglint]\nselct = ["CG1"]\n', "unknown setting 'selct'"),
+        ("[tool.cglint]\nselect = CG1\n", "invalid TOML"),
+        ('[tool.cglint]\nselect = "CG1"\n', "`select` must be a list of strings"),
+        ('[tool.cglint]\nselect = ["CG999"]\n', "unknown rule selector 'CG999'"),
+    ],
+)
+def test_broken_configuration_exits_2_with_a_clear_message(project, capsys, config, message):
+    (project / "pyproject.toml").write_text(config)
+    code, out, err = run(["check", "src"], capsys)
+    assert code == 2 and message in err and out == ""
+
+
+def test_usage_errors_exit_2(project, capsys):
+    assert run(["check", "--select", "CG9x9", "src"], capsys)[0] == 2
+    with pytest.raises(SystemExit) as exc:
+        main(["check", "--format", "xml"])
+    assert exc.value.code == 2
+    assert run(["rule", "CG999"], capsys)[0] == 2
+
+
+def test_unreadable_and_unparsable_files_are_findings_and_the_run_goes_on(project, capsys):
+    (project / "src/broken.py").write_text("import torch\ndef f(:\n    pass\n")
+    (project / "src/latin.py").write_bytes(b"x = '\xe9t\xe9'\n")
+    (project / "src/cookie.py").write_bytes(b"# -*- coding: latin-1 -*-\nx = '\xe9t\xe9'\n")
+    (project / "src/bom.py").write_bytes(b"\xef\xbb\xbf" + STEP.encode())
+    code, out, _ = run(["check", "--format", "json", "src"], capsys)
+    found = {(f["path"], f["code"], f["line"]) for f in json.loads(out)["findings"]}
+    assert ("src/broken.py", "CG002", 2) in found
+    assert ("src/latin.py", "CG001", 1) in found
+    assert not any(path == "src/cookie.py" for path, _, _ in found)
+    assert ("src/bom.py", "CG101", 7) in found and ("src/train.py", "CG101", 6) in found
+    assert code == 1
+
+
+def test_missing_path_is_reported(project, capsys):
+    code, out, _ = run(["check", "--format", "json", "nope.py"], capsys)
+    assert code == 1 and json.loads(out)["findings"][0]["code"] == "CG001"
+
+
+def test_rule_and_rules_commands(capsys):
+    code, out, _ = run(["rule", "cg101"], capsys)
+    assert code == 0
+    assert out.startswith("## CG101 `tensor-to-scalar` (sync, error)")
+    assert "**Why is this bad?**" in out and "**Use instead**" in out
+    code, out, _ = run(["rules"], capsys)
+    assert code == 0
+    lines = out.splitlines()
+    assert any(line.startswith("CG101  sync") for line in lines)
+    assert any(line.startswith("CG401  realloc        warning") for line in lines)
+
+
+def test_static_check_never_imports_torch(tmp_path):
+    # A poisoned torch on the path: importing it fails the run.
+    write_project(tmp_path, {"torch/__init__.py": "raise ImportError('the checker imported torch')\n", "app/train.py": STEP})
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys; from cglint.cli import main; code = main(['check', 'app']); "
+         "assert 'torch' not in sys.modules; sys.exit(code)"],
+        cwd=tmp_path, env=env, capture_output=True, text=True,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "CG101" in done.stdout
+
+
+def test_console_script_runs(tmp_path):
+    write_project(tmp_path, {"train.py": STEP})
+    done = subprocess.run([sys.executable, "-m", "cglint", "check", "train.py", "--format", "concise"], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 1
+    assert done.stdout.splitlines()[0].startswith("train.py:5:5: CG103 [error]")
