@@ -124,7 +124,14 @@ _CODE_MODULE = cst.Module(body=[])
 def code_of(node: cst.CSTNode, limit: int = 60) -> str:
     """One-line source text of a node, shortened for traces and messages."""
     text = " ".join(_CODE_MODULE.code_for_node(node).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    text = text.replace("( ", "(").replace(" )", ")").replace("[ ", "[").replace(" ]", "]").replace(",)", ")")
+    if len(text) <= limit:
+        return text
+    if isinstance(node, cst.Call):  # keep the callee readable: `decode_step(...)`
+        callee = code_of(node.func, limit)
+        if len(callee) + 5 <= limit:
+            return callee + "(...)"
+    return text[: limit - 3] + "..."
 
 
 def assigned_names(target: cst.BaseExpression) -> Iterator[cst.BaseExpression]:

@@ -81,7 +81,7 @@ class Recorder:
         user = frames.user_frame(frame) if frame is not None else frames.current_user_frame(2)
         if user is None:
             return None
-        trace = tuple(w.label() for w in frames.user_stack(user, self.stop))
+        trace = self.site_label() + tuple(w.label() for w in frames.user_stack(user, self.stop))
         return self.observe_at(code, what, frames.where(user), trace, evidence=evidence, weak=weak)
 
     def observe_at(
@@ -96,6 +96,15 @@ class Recorder:
                 self.observations[key] = obs
             obs.add(evidence or f"seen during {self.phase}")
         return obs
+
+    def site_label(self) -> tuple[str, ...]:
+        """The capture site as the first step of a trace: 'run.py:17 with torch.cuda.graph(g):'."""
+        if self.region is None:
+            return ()
+        import linecache
+
+        text = linecache.getline(self.region.path, self.region.line).strip()
+        return (f"{self.region.path}:{self.region.line} {text}".rstrip(),)
 
     @contextmanager
     def explaining(self, obs: Optional[Observation]) -> Iterator[None]:
