@@ -76,6 +76,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except KeyboardInterrupt:
         print("cglint: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # Output piped into `head` and friends: stop quietly, as other command-line tools do.
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
+        return EXIT_CLEAN
 
 
 def run_check(args: argparse.Namespace) -> int:
