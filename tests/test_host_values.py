@@ -133,3 +133,37 @@ def test_host_tensors_and_copies_to_the_device():
         out = positions(static_x, [0, 1, 2, 3])
     """
     assert found(source) == {("CG402", 6), ("CG303", 7), ("CG402", 10)}
+
+
+def test_host_state_changed_between_replays_freezes_branches():
+    source = """
+    import torch
+
+    class Model(torch.nn.Module):
+        def __init__(self, use_bias):
+            super().__init__()
+            self.use_bias = use_bias
+            self.use_cache = True
+            self.calls = 0
+
+        def forward(self, x):
+            self.calls += 1
+            if self.use_bias:
+                x = x + 1
+            if self.use_cache:
+                x = x * 2
+            return x * 3 if self.calls > 10 else x
+
+    model = Model(True)
+    use_dropout = True
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        if use_dropout:
+            y = model(static_x)
+
+    for i in range(10):
+        use_dropout = i % 2 == 0
+        model.use_cache = i > 3
+        g.replay()
+    """
+    assert found(source) == {("CG202", 14), ("CG202", 16), ("CG202", 22)}

@@ -90,6 +90,7 @@ class Engine:
         self._yields: set[int] = set()
         self._param_calls: dict[int, set[str]] = {}
         self._replayers: dict[int, FunctionInfo] = {}
+        self._host_writes: dict[tuple, list] = {}
         self._queue: deque[Job] = deque()
         self._jobs_seen: set = set()
         self._order: dict[int, tuple] = {}
@@ -209,6 +210,23 @@ class Engine:
 
     def note_parameter_call(self, function: FunctionInfo, param: str) -> None:
         self._param_calls.setdefault(id(function.node), set()).add(param)
+
+    def note_host_write(self, function: FunctionInfo, target: cst.BaseExpression, after_capture: bool) -> None:
+        """Remember names and attributes assigned outside regions (state that may change between replays)."""
+        if isinstance(target, cst.Name):
+            key = ("name", id(function.node), target.value)
+        elif isinstance(target, cst.Attribute):
+            key = ("attr", target.attr.value)
+        else:
+            return
+        self._host_writes.setdefault(key, []).append((function, after_capture))
+
+    def changed_between_replays(self, key: tuple) -> Optional[FunctionInfo]:
+        """The function that changes this name or attribute after a capture or around replay()."""
+        for function, after_capture in self._host_writes.get(key, ()):
+            if after_capture or (self.calls_replay(function) and not self.captures_in(function)):
+                return function
+        return None
 
     def note_replay(self, function: FunctionInfo) -> None:
         self._replayers[id(function.node)] = function

@@ -39,6 +39,9 @@ class StateFacts:
         self.engine = engine
 
     def changing(self, expr: cst.BaseExpression, scope: "Scope") -> Optional[str]:
+        between = self._changed_between_replays(expr, scope)
+        if between:
+            return between
         if isinstance(expr, cst.Attribute):
             base = evaluate(expr.value, scope)
             if base.kind == Kind.OBJECT and not base.is_class:
@@ -52,6 +55,20 @@ class StateFacts:
             if where:
                 return f"global `{expr.value}` {where}"
         return None
+
+    def _changed_between_replays(self, expr: cst.BaseExpression, scope: "Scope") -> Optional[str]:
+        """Assigned after the capture or in the replay loop (a script's `flag = ...; g.replay()`)."""
+        if isinstance(expr, cst.Name):
+            key: tuple = ("name", id(scope.function.node), expr.value)
+        elif isinstance(expr, cst.Attribute) and evaluate(expr.value, scope).kind in (Kind.OBJECT, Kind.UNKNOWN):
+            key = ("attr", expr.attr.value)
+        else:
+            return None
+        function = self.engine.changed_between_replays(key)
+        if function is None:
+            return None
+        where = "the module" if function.qualname == "<module>" else f"{function.qualname}()"
+        return f"`{code_of(expr)}` is changed between replays in {where}"
 
     def _changed_attribute(self, cls: ClassInfo, attr: str) -> Optional[str]:
         for klass in self.project.mro(cls):

@@ -114,6 +114,11 @@ class Walker:
             pass
 
     def small(self, node: cst.CSTNode) -> None:
+        if self.mode is Mode.DISCOVER and isinstance(node, (cst.Assign, cst.AugAssign)) and not self.in_region:
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            for target in targets:
+                for leaf in assigned_names(target):
+                    self.engine.note_host_write(self.function, leaf, self.after_capture)
         if isinstance(node, cst.Expr):
             self.expr(node.value)
         elif isinstance(node, cst.Assign):
