@@ -73,11 +73,14 @@ def syntax_check(text: str) -> Optional[SourceError]:
     """A cheap syntax check (CPython's parser) for files that are never parsed with libcst."""
     try:
         compile(text, "<file>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        return None
     except SyntaxError as exc:
-        return SourceError("CG002", f"syntax error: {exc.msg}", line=max(exc.lineno or 1, 1), column=max(exc.offset or 1, 1))
+        error = SourceError("CG002", f"syntax error: {exc.msg}", line=max(exc.lineno or 1, 1), column=max(exc.offset or 1, 1))
     except (ValueError, RecursionError, MemoryError) as exc:
-        return SourceError("CG002", f"cannot parse file: {exc}")
-    return None
+        error = SourceError("CG002", f"cannot parse file: {exc}")
+    # The running Python may be older than the file's syntax (3.12 `type` statements):
+    # libcst, which knows newer grammars, has the final word; CPython places errors better.
+    return error if isinstance(parse(text), SourceError) else None
 
 
 def load(path: Path, display: str) -> Union[SourceFile, SourceError]:

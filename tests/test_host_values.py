@@ -5,9 +5,12 @@ import textwrap
 
 from cglint.api import check_source
 
+from .helpers import CORE
 
-def found(source: str) -> set[tuple[str, int]]:
-    return {(f.code, f.line) for f in check_source(textwrap.dedent(source).lstrip("\n"), "snippet.py")}
+
+def found(source: str, select=CORE) -> set[tuple[str, int]]:
+    text = textwrap.dedent(source).lstrip("\n")
+    return {(f.code, f.line) for f in check_source(text, "snippet.py", select=select)}
 
 
 def test_metadata_flags_and_device_ops_in_a_region_are_clean():
@@ -166,4 +169,4 @@ def test_host_state_changed_between_replays_freezes_branches():
         model.use_cache = i > 3
         g.replay()
     """
-    assert found(source) == {("CG202", 14), ("CG202", 16), ("CG202", 22)}
+    assert found(source, select=["control-flow"]) == {("CG202", 14), ("CG202", 16), ("CG202", 22)}

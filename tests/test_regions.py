@@ -7,10 +7,11 @@ import pytest
 
 from cglint.api import check_source
 
-from .helpers import by_file, findings
+from .helpers import CORE, by_file, findings
 
 
 def lines(source: str, **kwargs) -> set[tuple[str, int]]:
+    kwargs.setdefault("select", CORE)
     return {(f.code, f.line) for f in check_source(textwrap.dedent(source).lstrip("\n"), "snippet.py", **kwargs)}
 
 

@@ -3,10 +3,24 @@ from __future__ import annotations
 
 from typing import Iterable
 
-# Substrings present in every capture form the checker recognises (torch.cuda.graph,
-# CUDAGraph, make_graphed_callables, capture_begin, torch.compile modes and options)
-# and in replay loops. A superset: false matches only cost a parse.
-CAPTURE_TOKENS = frozenset({"graph", "Graph", "capture_begin", "reduce-overhead", "max-autotune", "cudagraph", "replay("})
+# Substrings present in every capture form the checker recognises, and in replay loops:
+# torch.cuda.graph in any spelling (`th.cuda.graph`, `cuda.graph`, `from torch.cuda
+# import graph`), CUDAGraph, make_graphed_callables, capture_begin, torch.compile's
+# cudagraph modes and options. A superset: a false match only costs a parse. A bare
+# "graph" is not enough of a hint: in torch and compiler code most files say "graph".
+CAPTURE_TOKENS = frozenset(
+    {
+        "cuda.graph",
+        "torch.cuda import",
+        "CUDAGraph",
+        "make_graphed_callables",
+        "capture_begin",
+        "reduce-overhead",
+        "max-autotune",
+        "cudagraph",
+        "replay(",
+    }
+)
 
 
 def mentions(text: str, tokens: Iterable[str]) -> bool:
