@@ -1,7 +1,15 @@
 """cglint: find CUDA-Graph hazards in PyTorch code."""
 from __future__ import annotations
 
+import os as _os
+
 __version__ = "0.1.0"
+
+# Installed, the rule catalogue ships as cglint.rules; in a plain source checkout it is the
+# rules/ folder beside this package, which this makes importable under the same name.
+_here = _os.path.dirname(__file__)
+if not _os.path.isdir(_os.path.join(_here, "rules")) and _os.path.isfile(_os.path.join(_here, "..", "rules", "__init__.py")):
+    __path__.append(_os.path.dirname(_here))  # type: ignore[name-defined]  # noqa: F821
 
 
 def __getattr__(name: str):

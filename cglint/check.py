@@ -80,7 +80,7 @@ def check_files(
             m for p, text in texts.items()
             if p not in entry and mentions(text, helpers) and (m := project.module_for_path(p, text)) is not None
         ]
-        engine.discover_modules(modules)
+        engine.discover_modules(modules, helpers)
     for path, text in texts.items():
         if project.parsed(path) is None and path not in entry:
             error = source.syntax_check(text)

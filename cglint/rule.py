@@ -10,8 +10,11 @@ Example lines that must be flagged end with a marker comment `# expect: CG101`.
 """
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
 from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Optional, Union
 
 if TYPE_CHECKING:
@@ -37,6 +40,7 @@ SEVERITIES = ("error", "warning", "info")
 # Where a rule looks.
 REGION = "region"  # code that runs while a graph is being captured
 REPLAY = "replay"  # code that runs after a capture, between replays
+CAPTURE = "capture"  # the capture site itself (`with torch.cuda.graph(...)`, capture_begin(), make_graphed_callables(...))
 RUNTIME = "runtime"  # reported by the runtime verifier only
 
 EXPECT_MARKER = re.compile(r"#\s*expect:\s*(CG\d{3}(?:\s*,\s*CG\d{3})*)")
@@ -96,6 +100,8 @@ class RuleDoc:
     use_instead: Optional[str]
     fix_hint: str
     fix_safety: str
+    where: str = ""
+    evidence: Optional[str] = None
 
     @classmethod
     def of(cls, rule: type[Rule]) -> "RuleDoc":
@@ -106,26 +112,74 @@ class RuleDoc:
             severity=rule.severity,
             summary=rule.summary,
             why=" ".join(rule.why.split()),
-            example=rule.invalid[0].strip("\n") if rule.invalid else None,
+            example=_flagged(rule.invalid[0].strip("\n")) if rule.invalid else None,
             use_instead=rule.valid[0].strip("\n") if rule.valid else None,
-            fix_hint=rule.fix_hint,
+            fix_hint=_placeholders(rule.fix_hint),
             fix_safety=rule.fix_safety,
+            where=_WHERE.get(rule.scope, ""),
+            evidence=_evidence_line(rule.code, rule.severity),
         )
 
-    def markdown(self) -> str:
+    def markdown(self, level: int = 2) -> str:
         parts = [
-            f"## {self.code} `{self.name}` ({self.category}, {self.severity})",
+            f"{'#' * level} {self.code} `{self.name}` ({self.category}, {self.severity})",
             "",
             f"**What it does.** {self.summary}",
             "",
             f"**Why is this bad?** {self.why}",
         ]
+        if self.where:
+            parts += ["", f"**Where it looks.** {self.where}"]
+        if self.evidence:
+            parts += ["", f"**GPU evidence.** {self.evidence}"]
         if self.example:
             parts += ["", "**Example**", "", "```python", self.example, "```"]
         if self.use_instead:
             parts += ["", "**Use instead**", "", "```python", self.use_instead, "```"]
         parts += ["", f"**Fix.** {self.fix_hint}", "", f"**Fix safety.** {self.fix_safety}", ""]
         return "\n".join(parts)
+
+
+_WHERE = {
+    REGION: "Code that runs while a graph is captured: the capture block and every project function, method and module it calls.",
+    REPLAY: "Code that runs after a capture, between replays, in the function that captures or replays.",
+    CAPTURE: "The capture site itself and the statements around it.",
+    RUNTIME: "Reported by `cglint verify` only, from a real capture.",
+}
+
+
+def _flagged(example: str) -> str:
+    """Test markers read as what they mean in documentation: `# expect: CG101` -> `# flagged: CG101`."""
+    return EXPECT_MARKER.sub(lambda m: "# flagged: " + m.group(1), example)
+
+
+def _placeholders(text: str) -> str:
+    """`{name}` in a hint template reads as `<name>` in documentation."""
+    return re.sub(r"\{(\w+)\}", r"<\1>", text)
+
+
+@lru_cache(maxsize=1)
+def gpu_evidence() -> dict:
+    """rules/gpu-evidence.json, written by bench/gpu_evidence.py on a GPU ({} if absent)."""
+    try:
+        return json.loads(resources.files("cglint.rules").joinpath("gpu-evidence.json").read_text("utf-8"))
+    except (OSError, ModuleNotFoundError, ValueError):
+        return {}
+
+
+def _evidence_line(code: str, severity: str) -> Optional[str]:
+    data = gpu_evidence()
+    entry = data.get("rules", {}).get(code)
+    if not entry:
+        return None
+    where = f"{data.get('device', 'a GPU')}, torch {data.get('torch', '?')}"
+    if entry.get("observed") == "capture_failed":
+        return f"on {where}, capture fails: `{entry.get('error', '')}`."
+    if entry.get("observed") == "diverged":
+        measure = f" ({entry['measure']})" if entry.get("measure") else ""
+        return f"on {where}, capture succeeds and replay diverges from eager: {entry.get('divergence'):g}{measure}."
+    note = f" ({entry['note']})" if entry.get("note") else ""
+    return f"on {where}, the minimal program {entry.get('observed', 'ran')}{note}; see rules/gpu-evidence.json."
 
 
 def expected_markers(source: str) -> set[tuple[str, int]]:

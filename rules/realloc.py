@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from cglint.engine.syntax import assigned_names, call_method, code_of
+from cglint.engine.syntax import assigned_names, code_of, descendants
 from cglint.engine.values import Kind
 from cglint.rule import REPLAY, Hit, Rule
 
@@ -22,10 +22,12 @@ def _captured_target(target: cst.BaseExpression, ctx) -> str:
     return code_of(target) if attr else ""
 
 
-def _in_place_on_itself(target: cst.BaseExpression, value: cst.BaseExpression) -> bool:
-    """`x = x.copy_(y)` returns `x` itself: the binding does not change."""
-    method = call_method(value) if isinstance(value, cst.Call) else None
-    return method is not None and method[1].endswith("_") and code_of(method[0]) == code_of(target)
+def _derived_from_itself(target: cst.BaseExpression, value: cst.BaseExpression) -> bool:
+    """`x = x.copy_(y)`, `out = (out,)`, `x = x.view(...)`: the new value still holds or aliases
+    the captured tensor, so the graph's memory stays reachable (torch's own cudagraphs
+    backend wraps its static outputs this way)."""
+    wanted = code_of(target)
+    return any(code_of(node) == wanted for node in [value, *descendants(value)] if isinstance(node, (cst.Name, cst.Attribute)))
 
 
 class RebindCaptured(Rule):
@@ -94,7 +96,7 @@ for batch in loader:
         for target in targets:
             for leaf in assigned_names(target):
                 name = _captured_target(leaf, ctx)
-                if name and not _in_place_on_itself(leaf, node.value) and ctx.replay_follows():
+                if name and not _derived_from_itself(leaf, node.value) and ctx.replay_follows():
                     yield Hit(leaf, {"name": name})
 
 

@@ -496,12 +496,12 @@ class GradScalerStep(Rule):
     name = "grad-scaler-step"
     category = "sync"
     severity = "error"
-    summary = "Calls a GradScaler's `step()` or `update()` inside a captured region."
+    summary = "Calls a GradScaler's `step()` inside a captured region."
     message = "`{expr}` checks for inf/NaN gradients on the host (`.item()`); " + _CAPTURE_FAILS
     fix_hint = "Capture forward and backward only; call scaler.step(opt) and scaler.update() after replay()."
     why = """GradScaler.step reads the found-inf flag with `.item()` to decide whether to
-    skip the optimizer step, and update() reads it again: host syncs that fail capture
-    (900), and a decision that a graph could never change on replay."""
+    skip the optimizer step: a host sync that fails capture (900), and a decision that a
+    graph could never change on replay. (`update()` stays on the device and is not flagged.)"""
     nodes = (cst.Call,)
     invalid = (
         '''
@@ -512,7 +512,6 @@ with torch.cuda.graph(g):
     loss = model(static_x).sum()
     scaler.scale(loss).backward()
     scaler.step(optimizer)  # expect: CG110
-    scaler.update()  # expect: CG110
 ''',
     )
     valid = (
@@ -531,7 +530,7 @@ scaler.update()
 
     def check(self, node, ctx):
         method = ctx.method(node)
-        if method is not None and method[1] in ("step", "update"):
+        if method is not None and method[1] == "step":
             if ctx.value(method[0]).tag == "grad_scaler":
                 yield Hit(node, {"expr": code_of(node)})
 

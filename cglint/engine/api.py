@@ -17,9 +17,6 @@ def _freeze(table: dict) -> SimpleNamespace:
 @lru_cache(maxsize=None)
 def tables() -> SimpleNamespace:
     data = toml.loads(resources.files("cglint.rules").joinpath("torch_api.toml").read_text("utf-8"))
-    return SimpleNamespace(
-        capture=_freeze(data["capture"]),
-        objects=dict(data["objects"]),
-        values=_freeze(data["values"]),
-        factories=_freeze(data["factories"]),
-    )
+    fixed = {"objects": dict(data["objects"])}
+    # Every other table (the engine's and the rules' symbol lists) is a namespace of frozensets.
+    return SimpleNamespace(**fixed, **{name: _freeze(table) for name, table in data.items() if name not in fixed})

@@ -13,6 +13,7 @@ import libcst as cst
 from cglint.engine.api import tables
 from cglint.engine.project import FunctionInfo, ModuleInfo
 from cglint.engine.syntax import call_method, code_of, keyword, positional, string_value
+from cglint.engine.values import evaluate
 
 if TYPE_CHECKING:
     from cglint.engine.scope import Scope
@@ -41,6 +42,28 @@ class Capture:
     # Names and `self.` attributes the region reads or writes (for replay rules).
     names: set = field(default_factory=set)
     attrs: set = field(default_factory=set)
+    # The function the site is written in (for captured callables too; None when configured).
+    host: Optional[FunctionInfo] = None
+    # Local names the region reads from before it, and names it binds.
+    reads: set = field(default_factory=set)
+    bound: set = field(default_factory=set)
+    # Calls made anywhere in the region, callees included (see call_keys).
+    calls: set = field(default_factory=set)
+
+
+def call_keys(call: cst.Call, scope: "Scope") -> set[str]:
+    """How a call is remembered: its qualified name, `.method`, and `tag.method` for tagged objects."""
+    qualified = scope.qualname(call.func)
+    if qualified is not None:
+        return {qualified}
+    method = call_method(call)
+    if method is None:
+        return set()
+    keys = {f".{method[1]}"}
+    tag = evaluate(method[0], scope).tag
+    if tag:
+        keys.add(f"{tag}.{method[1]}")
+    return keys
 
 
 def is_graph_context(call: cst.BaseExpression, scope: "Scope") -> bool:

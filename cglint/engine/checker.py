@@ -18,15 +18,20 @@ from typing import Callable, Iterable, Optional, Sequence
 import libcst as cst
 
 from cglint.engine import captures
+from cglint.engine.blocks import Blocks
 from cglint.engine.captures import Capture, TraceStep
 from cglint.engine.project import FunctionInfo, ModuleInfo, Project
 from cglint.engine.scope import Scope, initial_env
 from cglint.engine.state import StateFacts
-from cglint.engine.syntax import code_of, descendants
+from cglint.engine.syntax import call_method, code_of, descendants, identifiers, identifiers_by_function
 from cglint.engine.values import TENSOR, Value
 from cglint.engine.walk import Mode, Walker
-from cglint.rule import REGION, REPLAY, Hit, Rule
+from cglint.rule import CAPTURE, REGION, REPLAY, Hit, Rule
 
+# Names that any function starting a region, replaying a graph or defining a capture helper uses.
+CAPTURE_NAMES = frozenset(
+    {"graph", "CUDAGraph", "make_graphed_callables", "capture_begin", "capture_end", "replay", "compile", "optimize", "contextmanager"}
+)
 MAX_DEPTH = 24  # longest call chain followed from a capture site
 
 
@@ -79,6 +84,7 @@ class Engine:
         self._modules: list[ModuleInfo] = []
         self.region_rules = _by_node_type(r for r in rules if r.scope == REGION)
         self.replay_rules = _by_node_type(r for r in rules if r.scope == REPLAY)
+        self.capture_rules = _by_node_type(r for r in rules if r.scope == CAPTURE)
         self.capture_functions = set(capture_functions)
         self.captured = list(captured)
         self.state = StateFacts(project, self)
@@ -91,20 +97,51 @@ class Engine:
         self._param_calls: dict[int, set[str]] = {}
         self._replayers: dict[int, FunctionInfo] = {}
         self._host_writes: dict[tuple, list] = {}
+        self._deferred: dict[int, tuple] = {}
+        self._idents: dict[int, frozenset] = {}
+        self._names = set(CAPTURE_NAMES) | {n.rsplit(".", 1)[-1] for n in self.capture_functions}
         self._queue: deque[Job] = deque()
         self._jobs_seen: set = set()
         self._order: dict[int, tuple] = {}
+        self._sites: Optional[dict[int, Capture]] = None
+        self._callers: dict[int, list] = {}
+        self._region_attrs: dict[int, set[str]] = {}
+        self._blocks: dict[int, Blocks] = {}
 
     # --- driver ------------------------------------------------------------
-    def discover_modules(self, modules: Iterable[ModuleInfo]) -> None:
-        """Phase 1 for these modules (each module once)."""
+    def discover_modules(self, modules: Iterable[ModuleInfo], names: Iterable[str] = ()) -> None:
+        """Phase 1 for these modules, and again for functions of known modules that use `names`
+        (capture helpers found since)."""
+        self._names |= set(names)
         for module in modules:
             if module not in self._modules:
                 self._modules.append(module)
+        self.project.only_capturing = True
+        try:
+            for module in self._modules:
                 self._guarded(module, lambda: self._discover_module(module))
+        finally:
+            self.project.only_capturing = False
+
+    def _identifiers(self, function: FunctionInfo) -> frozenset:
+        module = function.module
+        if id(module) not in self._idents:
+            self._idents[id(module)] = identifiers_by_function(module.file.text) or {}
+        found = self._idents[id(module)].get(function.qualname)
+        return found if found is not None else identifiers(function.node)
+
+    def defer(self, function: FunctionInfo, env: dict[str, Value]) -> None:
+        self._deferred.setdefault(id(function.node), (function, env))
+
+    def _resolve_deferred(self) -> None:
+        """Walk again, with every module available, the functions whose capture targets need them."""
+        deferred, self._deferred = self._deferred, {}
+        for function, env in deferred.values():
+            self._guarded(function.module, lambda: Walker(self, function, dict(env), Mode.DISCOVER).run())
 
     def run(self) -> list[RawHit]:
         """Phases 2 and 3, after discovery."""
+        self._resolve_deferred()
         self._configured_captures(self._modules)
         for capture in list(self._captures.values()):
             self._start(capture)
@@ -112,7 +149,7 @@ class Engine:
             job = self._queue.popleft()
             env = initial_env(self.project, job.function, job.args)
             self._guarded(job.function.module, lambda: Walker(self, job.function, env, Mode.REGION, job).run())
-        if self.replay_rules:
+        if self.replay_rules or self.capture_rules:
             for function in self._replay_candidates():
                 env = initial_env(self.project, function)
                 self._guarded(function.module, lambda: Walker(self, function, env, Mode.REPLAY).run())
@@ -120,9 +157,13 @@ class Engine:
 
     def helper_names(self) -> set[str]:
         """Names of project functions found to capture when called (for a second file scan)."""
-        for capture in list(self._captures.values()):
-            if capture.function is not None:
-                self.helper(capture.function)
+        self.project.only_capturing = True
+        try:
+            for capture in list(self._captures.values()):
+                if capture.function is not None:
+                    self.helper(capture.function)
+        finally:
+            self.project.only_capturing = False
         return {h.kind.rsplit(".", 1)[-1].split()[-1] for h in self._helpers.values() if h.context or h.callable_params}
 
     def _guarded(self, module: ModuleInfo, work: Callable[[], None]) -> None:
@@ -140,6 +181,10 @@ class Engine:
         for cls in module.classes.values():
             functions.extend(cls.methods.values())
         for function in functions:
+            # Walking a function costs far more than looking at its names: only functions that
+            # name a capture form, replay() or a capture helper can start a region.
+            if not (self._identifiers(function) & self._names):
+                continue
             self.discover(function, initial_env(self.project, function))
             decorator = captures.compile_decorator(function, Scope(self.project, function))
             if decorator is not None:
@@ -188,20 +233,21 @@ class Engine:
     def capture_in(self, function: FunctionInfo, marker: cst.CSTNode, kind: str, label: str) -> Capture:
         key = ("in", id(marker))
         if key not in self._captures:
-            self._captures[key] = Capture(kind, TraceStep(function.module, marker, label), function=function, marker=marker)
+            self._captures[key] = Capture(kind, TraceStep(function.module, marker, label), function=function, marker=marker, host=function)
         return self._captures[key]
 
     def capture_callables(
         self, function: Optional[FunctionInfo], site: cst.CSTNode, kind: str, targets: list[FunctionInfo], tensor_args: bool = False
     ) -> None:
-        if not targets:
+        if not targets and function is None:
             return
+        # Kept with no project targets too (make_graphed_callables(nn.Linear(...))): capture rules check the site.
         module = targets[0].module if function is None else function.module
         key = ("callables", id(site))
         capture = self._captures.get(key)
         if capture is None:
             label = kind if function is None else code_of(site)
-            capture = Capture(kind, TraceStep(module, site, label), tensor_args=tensor_args)
+            capture = Capture(kind, TraceStep(module, site, label), tensor_args=tensor_args, host=function)
             self._captures[key] = capture
         capture.targets = tuple(dict.fromkeys(capture.targets + tuple(targets)))
 
@@ -224,12 +270,60 @@ class Engine:
     def changed_between_replays(self, key: tuple) -> Optional[FunctionInfo]:
         """The function that changes this name or attribute after a capture or around replay()."""
         for function, after_capture in self._host_writes.get(key, ()):
+            if key[0] == "name" and key[-1] in self.replay_selectors(function):
+                continue  # `bs = pad(n); graphs[bs].replay()`: it picks a graph, each keeps its own value
             if after_capture or (self.calls_replay(function) and not self.captures_in(function)):
                 return function
         return None
 
+    def replay_receivers(self, function: FunctionInfo) -> list:
+        """The graph expressions a function replays (`g`, `self.graphs[bs]`)."""
+        return self.project.cached(("replays", id(function.node)), lambda: [
+            call_method(n)[0] for n in descendants(function.node)  # type: ignore[index]
+            if isinstance(n, cst.Call) and captures.capture_method(n) == "replay"
+        ], [])  # type: ignore[return-value]
+
+    def replay_selectors(self, function: FunctionInfo) -> set[str]:
+        """Names used inside the expression of the graph being replayed (`bs` in `graphs[bs].replay()`)."""
+        return {n.value for r in self.replay_receivers(function) for n in [r, *descendants(r)] if isinstance(n, cst.Name) and n is not r}
+
     def note_replay(self, function: FunctionInfo) -> None:
         self._replayers[id(function.node)] = function
+
+    def note_call(self, callee: FunctionInfo, caller: FunctionInfo, call: cst.Call) -> None:
+        """Remember who calls a project function (rules ask what the callers do around the call)."""
+        sites = self._callers.setdefault(id(callee.node), [])
+        if all(c is not call for _, c in sites):
+            sites.append((caller, call))
+
+    def callers(self, function: FunctionInfo) -> list:
+        """(caller, call) pairs seen while discovering; callers in modules never parsed are missing."""
+        return list(self._callers.get(id(function.node), ()))
+
+    def note_region_attribute(self, cls, attr: str) -> None:
+        self._region_attrs.setdefault(id(cls.node), set()).add(attr)
+
+    def region_reads_attribute(self, cls, attr: str) -> bool:
+        """Whether captured code reads `attr` of an instance of `cls` (or of a class in its MRO)."""
+        return any(attr in self._region_attrs.get(id(klass.node), ()) for klass in self.project.mro(cls))
+
+    def capture_at(self, node: cst.CSTNode) -> Optional[Capture]:
+        """The capture whose site is this node (a `with` marker, capture_begin(), a capturing call)."""
+        if self._sites is None:
+            self._sites = {id(c.site.node): c for c in self._captures.values() if c.host is not None}
+        return self._sites.get(id(node))
+
+    def captures_of(self, function: FunctionInfo) -> list[Capture]:
+        return [c for c in self._captures.values() if c.function is function]
+
+    def all_captures(self) -> list[Capture]:
+        return list(self._captures.values())
+
+    def blocks(self, function: FunctionInfo) -> Blocks:
+        key = id(function.node)
+        if key not in self._blocks:
+            self._blocks[key] = Blocks(function.body)
+        return self._blocks[key]
 
     def helper(self, function: FunctionInfo) -> Helper:
         """Whether calling `function` captures something (detected, or named in the configuration)."""
@@ -316,6 +410,8 @@ class Engine:
 
     def _replay_candidates(self) -> list[FunctionInfo]:
         found = {id(c.function.node): c.function for c in self._captures.values() if c.function is not None}
+        if self.capture_rules:
+            found.update((id(c.host.node), c.host) for c in self._captures.values() if c.host is not None)
         found.update(self._replayers)
         return list(found.values())
 
@@ -330,14 +426,15 @@ class Engine:
                     continue
                 self._seen_hits.add(key)
                 job = walker.job
+                capture = job.capture if job else walker.site  # capture rules report their site
                 self.hits.append(
                     RawHit(
                         rule,
                         walker.function.module,
                         hit.node,
                         hit.details,
-                        job.capture if job else None,
-                        job.trace if job else (),
+                        capture,
+                        job.trace if job else (capture.site,) if capture else (),
                         walker.function,
                     )
                 )
@@ -358,5 +455,5 @@ def _tensor_params(function: FunctionInfo) -> dict[str, Value]:
 
 
 def _job_key(function: FunctionInfo, args: dict[str, Value]) -> tuple:
-    signature = tuple(sorted((name, v.kind.value, v.random, v.tag, tuple(map(id, v.targets))) for name, v in args.items()))
+    signature = tuple(sorted((name, v.kind.value, v.random, v.tag, tuple(map(id, v.targets)), v.data, id(v.origin.call) if v.origin else 0) for name, v in args.items()))
     return ("call", id(function.node), signature)

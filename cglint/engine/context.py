@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from cglint.engine.api import tables
-from cglint.engine.project import ClassInfo
-from cglint.engine.syntax import call_method
+from cglint.engine.captures import Capture, capture_method
+from cglint.engine.project import ClassInfo, FunctionInfo
+from cglint.engine.scope import Scope
+from cglint.engine.syntax import call_method, descendants
 from cglint.engine.values import Kind, Value, evaluate, to_device
 
 if TYPE_CHECKING:
@@ -61,9 +63,12 @@ class Context:
         return to_device(call, self._walker.scope)
 
     # --- state between replays ----------------------------------------------
-    def changing_state(self, expr: cst.BaseExpression) -> Optional[str]:
-        """Describe `expr` if it reads host state that the code changes between replays."""
-        return self._walker.engine.state.changing(expr, self._walker.scope)
+    def changing_state(self, expr: cst.BaseExpression, any_write: bool = False) -> Optional[str]:
+        """Describe `expr` if it reads host state that the code changes between replays.
+
+        By default only counters and mode switches count (a branch on them is frozen);
+        `any_write` counts every assignment outside setup (a value baked into kernels)."""
+        return self._walker.engine.state.changing(expr, self._walker.scope, any_write)
 
     @property
     def captured_names(self) -> set[str]:
@@ -83,3 +88,131 @@ class Context:
     def replay_follows(self) -> bool:
         """Whether a replay() can run after the current statement in this function."""
         return self._walker.engine.replay_follows(self._walker.function, self._walker.statement)
+
+    # --- captures, sites and neighbours --------------------------------------
+    @property
+    def function(self) -> FunctionInfo:
+        return self._walker.function
+
+    @property
+    def capture(self) -> Optional[Capture]:
+        """The capture at hand: the site (capture rules) or the region being walked (region rules)."""
+        if self._walker.site is not None:
+            return self._walker.site
+        return self._walker.job.capture if self._walker.job is not None else None
+
+    @property
+    def in_capture_block(self) -> bool:
+        """Region code written in the capture's own block (the `with torch.cuda.graph(g):` body),
+        not reached through a call: code there is written knowing it is captured."""
+        job = self._walker.job
+        return job is not None and job.marker is not None
+
+    def before(self, node: Optional[cst.CSTNode] = None, function: Optional[FunctionInfo] = None) -> list:
+        """Statements that run before `node` (default: the current statement), nearest first,
+        then those before the enclosing statements. Inside the capture's own block, only
+        statements of the region."""
+        return list(self._blocks(function).before(self._node(node), self._region_stop(function)))
+
+    def after(self, node: Optional[cst.CSTNode] = None, function: Optional[FunctionInfo] = None) -> list:
+        """Statements that run after `node`, nearest first, then outward (within the region, as `before`)."""
+        return list(self._blocks(function).after(self._node(node), self._region_stop(function)))
+
+    def enclosing(self, node: Optional[cst.CSTNode] = None, function: Optional[FunctionInfo] = None) -> list:
+        """Compound statements (with, for, while, if, try) around `node`, innermost first."""
+        return self._blocks(function).enclosing(self._node(node))
+
+    def callers(self, function: Optional[FunctionInfo] = None) -> list:
+        """(caller function, call) pairs of the project functions known to call `function`."""
+        return self._walker.engine.callers(function or self._walker.function)
+
+    def site_before(self, capture: Optional[Capture] = None) -> list:
+        """Statements before a capture's site in the function that holds it, nearest first."""
+        capture = capture or self.capture
+        if capture is None or capture.host is None:
+            return []
+        return list(self._walker.engine.blocks(capture.host).before(capture.site.node))
+
+    def region_statements(self, capture: Optional[Capture] = None) -> list:
+        """The statements of a capture's region in its own function: the `with` body, or what
+        follows capture_begin() up to the statement that ends the capture."""
+        capture = capture or self.capture
+        if capture is None or capture.marker is None or capture.function is None:
+            return []
+        if isinstance(capture.marker, cst.With):
+            return list(capture.marker.body.body)
+        found = []
+        for stmt in self._walker.engine.blocks(capture.function).after(capture.marker):
+            found.append(stmt)
+            if any(isinstance(n, cst.Call) and capture_method(n) == "end" for n in descendants(stmt)):
+                break
+        return found
+
+    @property
+    def captured_reads(self) -> set[str]:
+        """Local names the captures of this function read from before their region."""
+        return set().union(*(c.reads for c in self._walker.engine.captures_of(self._walker.function)))
+
+    @property
+    def captured_outputs(self) -> set[str]:
+        """Local names the captures of this function bind inside their region (static outputs)."""
+        return set().union(*(c.bound for c in self._walker.engine.captures_of(self._walker.function)))
+
+    def region_calls(self) -> set[str]:
+        """Calls made in the captures that matter here (see captures.call_keys): this
+        function's own, or every capture when this function only replays."""
+        engine = self._walker.engine
+        captures = engine.captures_of(self._walker.function) or engine.all_captures()
+        return set().union(*(c.calls for c in captures))
+
+    def region_reads_attribute(self, target: cst.BaseExpression) -> bool:
+        """Whether captured code reads this `obj.attr` (of obj's class) anywhere."""
+        if not isinstance(target, cst.Attribute):
+            return False
+        for cls in self.value(target.value).targets:
+            if isinstance(cls, ClassInfo) and self._walker.engine.region_reads_attribute(cls, target.attr.value):
+                return True
+        return False
+
+    def replay_receivers(self) -> list:
+        """The graph expressions this function replays (`g`, `self.graphs[bs]`)."""
+        return self._walker.engine.replay_receivers(self._walker.function)
+
+    def is_local(self, name: str) -> bool:
+        """Whether `name` is bound in the current function so far (parameters included)."""
+        return name in self._walker.scope.env and not isinstance(self._walker.function.node, cst.Module)
+
+    def declared_global(self, name: str) -> bool:
+        """Whether the current function declares `global name` (so writing it changes module state)."""
+        return any(
+            isinstance(node, cst.Global) and any(n.name.value == name for n in node.names)
+            for node in descendants(self._walker.function.node)
+        )
+
+    def origin_argument(self, value: Value, index: int, name: str) -> Optional[tuple[cst.BaseExpression, Value]]:
+        """An argument of the constructor call an object came from, with its value (resolved
+        with the names of the module it is written in; locals there are unknown)."""
+        origin = value.origin
+        if origin is None:
+            return None
+        expr = next((a.value for a in origin.call.args if a.keyword is not None and a.keyword.value == name), None)
+        if expr is None:
+            args = [a.value for a in origin.call.args if a.keyword is None and not a.star]
+            expr = args[index] if 0 <= index < len(args) else None
+        if expr is None:
+            return None
+        scope = self._walker.scope if origin.function is self._walker.function else Scope(self._walker.engine.project, origin.function)
+        return expr, evaluate(expr, scope)
+
+    def _node(self, node: Optional[cst.CSTNode]) -> cst.CSTNode:
+        return node if node is not None else self._walker.statement  # type: ignore[return-value]
+
+    def _blocks(self, function: Optional[FunctionInfo]):
+        return self._walker.engine.blocks(function or self._walker.function)
+
+    def _region_stop(self, function: Optional[FunctionInfo]) -> Optional[cst.CSTNode]:
+        job = self._walker.job
+        same = function is None or function is self._walker.function
+        if same and job is not None and job.marker is not None and self._walker.in_region:
+            return job.marker
+        return None

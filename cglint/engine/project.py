@@ -7,6 +7,8 @@ through imports, including re-exports in `__init__.py` files.
 """
 from __future__ import annotations
 
+import os
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Union
@@ -14,6 +16,7 @@ from typing import Callable, Iterator, Optional, Union
 import libcst as cst
 
 from cglint import source
+from cglint.engine.prefilter import CAPTURE_TOKENS, mentions
 from cglint.engine.syntax import assigned_names, children, descendants, dotted_name
 
 
@@ -181,6 +184,28 @@ class Project:
         self._by_path: dict[Path, Optional[ModuleInfo]] = {}
         self._by_name: dict[tuple[Path, str], Optional[ModuleInfo]] = {}
         self._cache: dict[object, object] = {}
+        self._only_capturing = False
+        self._no_capture: set[Path] = set()
+        self._files: dict[tuple[Path, str], Optional[Path]] = {}
+
+    @property
+    def only_capturing(self) -> bool:
+        """While discovering captures, modules with no capture form are not parsed."""
+        return self._only_capturing
+
+    @only_capturing.setter
+    def only_capturing(self, value: bool) -> None:
+        self._only_capturing = value
+        self._cache.clear()  # facts derived with modules left out must not outlive discovery
+
+    @contextmanager
+    def loading_everything(self) -> Iterator[None]:
+        """Resolve with every module available (the targets of a capture must be found)."""
+        saved, self._only_capturing = self._only_capturing, False
+        try:
+            yield
+        finally:
+            self._only_capturing = saved
 
     def cached(self, key: object, compute: Callable[[], object], pending: object) -> object:
         """Memoise a derived fact; `pending` answers recursive requests while it is computed."""
@@ -198,12 +223,19 @@ class Project:
         path = path.resolve()
         if path in self._by_path:
             return self._by_path[path]
+        if self._only_capturing and path in self._no_capture:
+            return None
         name, root, is_package = module_name_for(path)
         self.add_root(root)
         info = None
         file = source.SourceFile(path, self._display(path), text) if text is not None else source.load(
             path, self._display(path)
         )
+        if self.only_capturing and not isinstance(file, source.SourceError) and not mentions(file.text, CAPTURE_TOKENS):
+            # While looking for capture helpers, a module without any capture form cannot
+            # hold one: leave it unparsed (and unremembered) until a region reaches it.
+            self._no_capture.add(path)
+            return None
         if isinstance(file, source.SourceError):
             self._on_error(path, file)
         else:
@@ -230,16 +262,28 @@ class Project:
                 return found
         return None
 
+    def _locate(self, root: Path, name: str) -> Optional[Path]:
+        """The file of module `name` under `root` (a filesystem fact, looked up once)."""
+        key = (root, name)
+        if key not in self._files:
+            self._files[key] = None
+            if name:
+                base = os.path.join(str(root), *name.split("."))
+                for candidate in (base + ".py", os.path.join(base, "__init__.py")):
+                    if os.path.isfile(candidate):
+                        self._files[key] = Path(candidate)
+                        break
+        return self._files[key]
+
     def _in_root(self, root: Path, name: str) -> Optional[ModuleInfo]:
         key = (root, name)
         if key not in self._by_name:
             found = None
-            relative = Path(*name.split(".")) if name else None
-            if relative is not None:
-                for candidate in (root / relative.with_suffix(".py"), root / relative / "__init__.py"):
-                    if candidate.is_file():
-                        found = self.module_for_path(candidate)
-                        break
+            candidate = self._locate(root, name)
+            if candidate is not None:
+                found = self.module_for_path(candidate)
+            if found is None and self.only_capturing:
+                return None  # may be a module skipped while discovering: decide again later
             self._by_name[key] = found
         return self._by_name[key]
 

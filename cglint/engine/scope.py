@@ -110,6 +110,8 @@ class Scope:
         value: Optional[Value] = None
         for klass in self.project.mro(cls):
             for write in klass.attr_writes().get(attr, ()):
+                if write.augmented:
+                    continue  # `self.step += 1` keeps the kind the plain assignments give it
                 if write.value is None:
                     current = UNKNOWN
                 else:

@@ -38,7 +38,7 @@ class StateFacts:
         self.project = project
         self.engine = engine
 
-    def changing(self, expr: cst.BaseExpression, scope: "Scope") -> Optional[str]:
+    def changing(self, expr: cst.BaseExpression, scope: "Scope", any_write: bool = False) -> Optional[str]:
         between = self._changed_between_replays(expr, scope)
         if between:
             return between
@@ -47,7 +47,7 @@ class StateFacts:
             if base.kind == Kind.OBJECT and not base.is_class:
                 for cls in base.targets:
                     if isinstance(cls, ClassInfo):
-                        where = self._changed_attribute(cls, expr.attr.value)
+                        where = self._changed_attribute(cls, expr.attr.value, any_write)
                         if where:
                             return f"`{code_of(expr)}` {where}"
         elif isinstance(expr, cst.Name) and expr.value not in scope.env:
@@ -70,16 +70,44 @@ class StateFacts:
         where = "the module" if function.qualname == "<module>" else f"{function.qualname}()"
         return f"`{code_of(expr)}` is changed between replays in {where}"
 
-    def _changed_attribute(self, cls: ClassInfo, attr: str) -> Optional[str]:
+    def _changed_attribute(self, cls: ClassInfo, attr: str, any_write: bool = False) -> Optional[str]:
+        setup = self._setup_methods(cls)
         for klass in self.project.mro(cls):
             for write in klass.attr_writes().get(attr, ()):
-                if write.method.name in _SETUP_METHODS:
+                if write.method.name in _SETUP_METHODS or id(write.method.node) in setup:
                     continue
                 if write.augmented:
                     return f"is updated in {write.method.qualname}()"
-                if _is_toggle(write.value):
+                if any_write or _is_toggle(write.value):
                     return f"is reassigned in {write.method.qualname}()"
         return None
+
+    def _setup_methods(self, cls: ClassInfo) -> set[int]:
+        """Methods only `__init__` calls (`self._build()`, `self.reset_parameters()`): they run before any capture."""
+        return self.project.cached(("setup-methods", id(cls.node)), lambda: self._scan_setup(cls), set())  # type: ignore[return-value]
+
+    def _scan_setup(self, cls: ClassInfo) -> set[int]:
+        calls: dict[str, set[str]] = {}  # method -> methods it calls on self
+        for klass in self.project.mro(cls):
+            for method in klass.methods.values():
+                if method.params and isinstance(method.node, cst.FunctionDef):
+                    me = method.params[0].name.value
+                    called = {
+                        n.func.attr.value for n in descendants(method.node)
+                        if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
+                        and isinstance(n.func.value, cst.Name) and n.func.value.value == me
+                    }
+                    calls.setdefault(method.name, set()).update(called)
+        setup = {name for name in calls if name in _SETUP_METHODS}
+        changed = True
+        while changed:  # a method is setup when every method calling it is setup
+            changed = False
+            for name in calls:
+                callers = {c for c, callees in calls.items() if name in callees}
+                if name not in setup and callers and callers <= setup:
+                    setup.add(name)
+                    changed = True
+        return {id(m.node) for k in self.project.mro(cls) for m in k.methods.values() if m.name in setup}
 
     def _changed_globals(self, module: ModuleInfo) -> dict[str, str]:
         key = ("globals-changed", module.name)

@@ -8,8 +8,8 @@ rules only fire on what is known, so an unknown never becomes a false positive.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Optional
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Optional
 
 import libcst as cst
 
@@ -30,6 +30,15 @@ class Kind(enum.Enum):
     OBJECT = "object"  # modules, functions, classes, streams, generators...
 
 
+@dataclass(frozen=True, eq=False)
+class Origin:
+    """The constructor call a tagged object came from (`torch.optim.AdamW(params, lr=...)`)."""
+
+    call: cst.Call
+    qualname: str
+    function: FunctionInfo  # where the call is written (its module resolves the arguments)
+
+
 @dataclass(frozen=True)
 class Value:
     kind: Kind = Kind.UNKNOWN
@@ -38,6 +47,11 @@ class Value:
     targets: tuple = ()  # project FunctionInfo / ClassInfo (instances) it may be
     qualname: str = ""  # the external symbol it names (`torch.cuda`, `random.random`)
     is_class: bool = False  # the targets are classes, not instances
+    # Read from tensor data: a host number from `.item()`/`int(t)`, or a tensor whose
+    # size depends on data (nonzero, masked_select, unique) and the sizes taken from it.
+    data: bool = False
+    origin: Optional[Origin] = field(default=None, compare=False)
+    const: Any = None  # the Python constant of a literal (numbers, strings, tuples of them)
 
     @property
     def is_tensor(self) -> bool:
@@ -59,7 +73,9 @@ def join(a: Value, b: Value) -> Value:
     if a == b:
         return a
     if a.kind == b.kind:
-        return Value(a.kind, a.random and b.random, a.tag if a.tag == b.tag else "", tuple(dict.fromkeys(a.targets + b.targets)))
+        origin = a.origin if a.origin is b.origin else None
+        targets = tuple(dict.fromkeys(a.targets + b.targets))
+        return Value(a.kind, a.random and b.random, a.tag if a.tag == b.tag else "", targets, data=a.data or b.data, origin=origin)
     if a.is_tensor and b.is_tensor:
         return TENSOR
     return UNKNOWN
@@ -71,13 +87,14 @@ def _as_mask(value: Value) -> Value:
 
 def _combine(values: list[Value]) -> Value:
     """The value of an arithmetic or comparison over operands."""
+    data = any(v.data for v in values)
     if any(v.kind == Kind.TENSOR for v in values):
-        return TENSOR
+        return Value(Kind.TENSOR, data=data) if data else TENSOR
     if any(v.kind == Kind.CPU_TENSOR for v in values):
-        return Value(Kind.CPU_TENSOR, any(v.random for v in values))
+        return Value(Kind.CPU_TENSOR, any(v.random for v in values), data=data)
     if values and all(v.is_host for v in values):
         kind = Kind.NUMPY if any(v.kind == Kind.NUMPY for v in values) else Kind.HOST
-        return Value(kind, any(v.random for v in values))
+        return Value(kind, any(v.random for v in values), data=data)
     return UNKNOWN
 
 
@@ -91,8 +108,25 @@ def evaluate(expr: cst.BaseExpression, scope: "Scope") -> Value:
     return value
 
 
+def _literal(expr: cst.BaseExpression) -> Any:
+    """The constant a literal spells (`3`, `-1.5`, `"cuda"`, `[1, 2, 4]`), else None."""
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        return expr.evaluated_value
+    if isinstance(expr, cst.SimpleString):
+        return string_value(expr)
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+        inner = _literal(expr.expression)
+        return -inner if isinstance(inner, (int, float)) else None
+    if isinstance(expr, (cst.Tuple, cst.List)) and expr.elements:
+        items = tuple(_literal(e.value) for e in expr.elements if not isinstance(e, cst.StarredElement))
+        return items if len(items) == len(expr.elements) and None not in items else None
+    return None
+
+
 def _evaluate(expr: cst.BaseExpression, scope: "Scope") -> Value:
-    if isinstance(expr, (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString)):
+    if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString)):
+        return Value(Kind.HOST, const=_literal(expr))
+    if isinstance(expr, (cst.Imaginary, cst.ConcatenatedString)):
         return HOST
     if isinstance(expr, cst.FormattedString):
         return HOST
@@ -123,12 +157,16 @@ def _evaluate(expr: cst.BaseExpression, scope: "Scope") -> Value:
             return HOST
         if isinstance(expr.operator, cst.BitInvert) and inner.tag == MASK:
             return inner
+        if isinstance(expr.operator, cst.Minus) and inner.const is not None:
+            return Value(Kind.HOST, const=_literal(expr))
         return inner if inner.kind != Kind.OBJECT else UNKNOWN
     if isinstance(expr, cst.IfExp):
         return join(evaluate(expr.body, scope), evaluate(expr.orelse, scope))
     if isinstance(expr, (cst.Tuple, cst.List, cst.Set)):
         elements = [evaluate(e.value, scope) for e in expr.elements if not isinstance(e, cst.StarredElement)]
-        return HOST if all(v.is_host for v in elements) else UNKNOWN
+        if all(v.is_host for v in elements):
+            return Value(Kind.HOST, data=any(v.data for v in elements), const=_literal(expr))
+        return UNKNOWN
     if isinstance(expr, cst.Dict):
         return HOST if not expr.elements else UNKNOWN
     if isinstance(expr, cst.Lambda):
@@ -144,7 +182,7 @@ def _attribute(expr: cst.Attribute, scope: "Scope") -> Value:
     attr = expr.attr.value
     if base.is_tensor or (base.kind == Kind.UNKNOWN and attr in tables().values.host_attributes):
         if attr in tables().values.host_attributes:
-            return HOST
+            return Value(Kind.HOST, data=True) if base.data else HOST
         if attr in ("T", "mT", "H", "mH", "data", "real", "imag", "grad"):
             return base if base.is_tensor else UNKNOWN
         return UNKNOWN
@@ -158,12 +196,21 @@ def _attribute(expr: cst.Attribute, scope: "Scope") -> Value:
 def _subscript(expr: cst.Subscript, scope: "Scope") -> Value:
     base = evaluate(expr.value, scope)
     if base.is_tensor:
-        return Value(base.kind, base.random)
+        # Indexing with a mask or a data-sized index gives a data-sized result.
+        data = base.data or any(_data_index(e, scope) for e in expr.slice)
+        return Value(base.kind, base.random, data=data)
     if base.kind == Kind.OBJECT and base.tag == "module_container":
         return Value(Kind.OBJECT, targets=base.targets)
     if base.kind in (Kind.HOST, Kind.NUMPY):
-        return base
+        return replace(base, const=None, qualname="")
     return UNKNOWN
+
+
+def _data_index(element: cst.SubscriptElement, scope: "Scope") -> bool:
+    if not isinstance(element.slice, cst.Index):
+        return False
+    index = evaluate(element.slice.value, scope)
+    return index.is_tensor and (index.tag == MASK or index.data)
 
 
 def device_of(call: cst.Call, scope: "Scope") -> Optional[str]:
@@ -204,14 +251,21 @@ def _call_qualified(call: cst.Call, qualified: str, scope: "Scope") -> Value:
         tag = t.objects[qualified]
         if tag == "module_container":  # nn.ModuleList([Layer() for ...]), nn.Sequential(A(), B())
             return Value(Kind.OBJECT, tag=tag, targets=_contained_modules(call, scope))
-        return Value(Kind.OBJECT, tag=tag)
+        targets: tuple = ()
+        if tag in t.values.wrapping_tags and positional(call):  # torch.compile(fn), DDP(model): calls reach the wrapped code
+            wrapped = evaluate(positional(call)[0], scope)
+            targets = wrapped.targets if wrapped.kind == Kind.OBJECT and not wrapped.is_class else ()
+        return Value(Kind.OBJECT, tag=tag, targets=targets, origin=Origin(call, qualified, scope.function))
     definition = scope.project.resolve(qualified, scope.module)
     if isinstance(definition, ClassInfo):
         return Value(Kind.OBJECT, targets=(definition,), tag=scope.class_tag(definition))
     if isinstance(definition, (FunctionInfo, ModuleInfo)):
         return UNKNOWN
     if qualified in t.values.host_functions or qualified in t.values.host_builtins:
-        return HOST
+        args = [evaluate(a, scope) for a in positional(call)]
+        # int(t.sum()), float(t): a number read from tensor data; len(idx) of a data-sized tensor.
+        reads_data = qualified in ("int", "float", "bool", "complex") and any(a.kind == Kind.TENSOR for a in args)
+        return Value(Kind.HOST, data=True) if reads_data or any(a.data for a in args) else HOST
     if qualified in ("min", "max", "sum", "abs"):
         return _combine([evaluate(a, scope) for a in positional(call)] or [UNKNOWN])
     if qualified.startswith("random."):
@@ -224,8 +278,14 @@ def _call_qualified(call: cst.Call, qualified: str, scope: "Scope") -> Value:
         return _factory(call, qualified, scope)
     if qualified.startswith("torch."):
         last = qualified.rsplit(".", 1)[-1]
+        if last.startswith(("is_", "has_", "_is_", "_has_", "get_", "_get_")):
+            return HOST  # predicates and getters: torch.is_grad_enabled(), torch._C._is_torch_function_enabled()
+        if any(part.startswith("_") for part in qualified.split(".")[1:]):
+            return UNKNOWN  # private helpers are no tensor ops we know
         if last in t.values.mask_ops:
             return Value(Kind.TENSOR, tag=MASK)
+        if last in t.values.data_size_ops and not (last == "where" and len(positional(call)) > 1):
+            return Value(Kind.TENSOR, data=True)
         if last[:1].isupper():
             return Value(Kind.OBJECT, tag="module" if qualified.startswith("torch.nn.") else "", qualname=qualified)
         if qualified.startswith(("torch.cuda.", "torch.distributed.", "torch.backends.", "torch.utils.")):
@@ -254,6 +314,8 @@ def _factory(call: cst.Call, qualified: str, scope: "Scope") -> Value:
 def _call_method(call: cst.Call, receiver: Value, name: str, scope: "Scope") -> Value:
     t = tables()
     if receiver.kind == Kind.OBJECT:
+        if name in t.values.module_self_methods and (receiver.tag in ("module", "module_container") or receiver.targets):
+            return receiver  # model.cuda(), model.to(device), model.eval() return the module itself
         if receiver.tag == "numpy_rng":
             return Value(Kind.NUMPY, random=True)
         if receiver.tag == "python_rng":
@@ -265,9 +327,9 @@ def _call_method(call: cst.Call, receiver: Value, name: str, scope: "Scope") -> 
         return HOST if name not in ("cuda", "to") else UNKNOWN
     tensorish = receiver.is_tensor or (receiver.kind == Kind.UNKNOWN and name in t.values.tensor_methods)
     if name in t.values.host_methods and receiver.is_tensor:
-        return HOST
+        return Value(Kind.HOST, data=True) if receiver.data else HOST
     if name in ("item", "tolist") and (receiver.is_tensor or receiver.kind == Kind.UNKNOWN):
-        return HOST
+        return Value(Kind.HOST, data=True)
     if not tensorish and name not in ("cpu", "numpy", "pin_memory"):
         return UNKNOWN
     if name in ("cpu", "pin_memory"):
@@ -285,7 +347,8 @@ def _call_method(call: cst.Call, receiver: Value, name: str, scope: "Scope") -> 
     kind = Kind.CPU_TENSOR if receiver.kind == Kind.CPU_TENSOR else Kind.TENSOR
     if name in t.values.mask_ops:
         return Value(kind, receiver.random, MASK)
-    return Value(kind, receiver.random)
+    data = name in t.values.data_size_ops or (receiver.data and name not in t.values.reductions)
+    return Value(kind, receiver.random, data=data)
 
 
 def to_device(call: cst.Call, scope: "Scope") -> Optional[str]:

@@ -45,6 +45,7 @@ class Walker:
     def __init__(self, engine: "Engine", function: FunctionInfo, env: dict[str, Value], mode: Mode, job: Optional["Job"] = None):
         self.engine = engine
         self.function = function
+        self.initial_env = dict(env)
         self.scope = Scope(engine.project, function, env)
         self.mode = mode
         self.job = job
@@ -54,6 +55,7 @@ class Walker:
         self.in_region = mode is Mode.REGION and job is not None and job.marker is None
         self.after_capture = False
         self.statement: Optional[cst.CSTNode] = None
+        self.site: Optional[captures.Capture] = None  # the capture site capture rules are looking at
 
     def run(self) -> None:
         if isinstance(self.function.node, cst.Lambda):
@@ -82,6 +84,8 @@ class Walker:
         elif isinstance(node, cst.For):
             self.dispatch(node)
             self.expr(node.iter)
+            if self.mode is Mode.DISCOVER and not self.in_region:
+                self.note_loop_variable(node)
             self.bind(node.target, self.element_of(node.iter))
             self.block(suite_body(node.body))
             if node.orelse is not None:
@@ -163,6 +167,11 @@ class Walker:
                 local = alias.asname.name.value if alias.asname is not None else name
                 self.scope.env[local] = self.scope.reference(f"{origin}.{name}" if origin else name)
 
+    def note_loop_variable(self, node: cst.For) -> None:
+        """A replay loop's variable changes between replays, like an assignment there."""
+        for leaf in assigned_names(node.target):
+            self.engine.note_host_write(self.function, leaf, self.after_capture)
+
     def targets(self, target: cst.BaseExpression) -> None:
         """Walk the expressions inside an assignment target (`x[mask] = 0` indexes with `mask`)."""
         for leaf in assigned_names(target):
@@ -176,6 +185,7 @@ class Walker:
             self.scope.env[target.value] = value
             if self.capture is not None:
                 self.capture.names.add(target.value)
+                self.capture.bound.add(target.value)
         elif isinstance(target, (cst.Tuple, cst.List)):
             items = expr.elements if isinstance(expr, (cst.Tuple, cst.List)) else None
             for index, element in enumerate(target.elements):
@@ -212,6 +222,7 @@ class Walker:
             self.engine.discover(nested, dict(self.scope.env))
 
     def with_statement(self, node: cst.With) -> None:
+        self.dispatch(node)
         kind = None
         for item in node.items:
             self.expr(item.item)
@@ -288,25 +299,35 @@ class Walker:
         if self.mode is Mode.DISCOVER:
             self.discover_call(node)
         elif self.mode is Mode.REGION and self.in_region:
+            assert self.job is not None
+            self.job.capture.calls.update(captures.call_keys(node, self.scope))
             self.follow(node)
 
     def discover_call(self, node: cst.Call) -> None:
         found = captures.captured_callables(node, self.scope)
         if found is not None:
             kind, exprs = found
-            self.engine.capture_callables(self.function, node, kind, self.callables(exprs), tensor_args=True)
+            self.capture_targets(node, kind, exprs, tensor_args=True)
         qualified = self.scope.qualname(node.func)
         if self.engine.is_configured_name(qualified) and not self.callees(node):
             # A capture function of another package, named in the configuration.
-            self.engine.capture_callables(self.function, node, f"capture helper {qualified}", self.callables(a.value for a in node.args))
+            self.capture_targets(node, f"capture helper {qualified}", [a.value for a in node.args])
         for function, _ in self.callees(node):
+            self.engine.note_call(function, self.function, node)
             helper = self.engine.helper(function)
             if helper.callable_params:
                 exprs = [arg for param, arg in self.arguments(function, node, True) if param in helper.callable_params]
-                self.engine.capture_callables(self.function, node, helper.kind, self.callables(exprs))
+                self.capture_targets(node, helper.kind, exprs)
         if self.in_region and isinstance(node.func, cst.Name):
             if node.func.value in {p.name.value for p in self.function.params}:
                 self.engine.note_parameter_call(self.function, node.func.value)
+
+    def capture_targets(self, node: cst.Call, kind: str, exprs: list, tensor_args: bool = False) -> None:
+        if self.engine.project.only_capturing:
+            # Values here were computed without the modules that hold no capture form;
+            # the targets are resolved by walking this function again with every module.
+            self.engine.defer(self.function, self.initial_env)
+        self.engine.capture_callables(self.function, node, kind, self.callables(exprs), tensor_args=tensor_args)
 
     def callables(self, exprs: Iterable[cst.BaseExpression]) -> list[FunctionInfo]:
         """The project functions (or module forwards) that callable expressions stand for."""
@@ -326,10 +347,17 @@ class Walker:
         return [entry] if entry is not None else []
 
     def note_read(self, node: cst.BaseExpression) -> None:
+        if self.mode is Mode.REGION and self.in_region and isinstance(node, cst.Attribute):
+            # Attributes captured code reads, by class (a replay rule asks whether `obj.attr = v` matters).
+            for target in evaluate(node.value, self.scope).targets:
+                if isinstance(target, ClassInfo):
+                    self.engine.note_region_attribute(target, node.attr.value)
         if self.capture is None:
             return
         if isinstance(node, cst.Name) and node.value in self.scope.env:
             self.capture.names.add(node.value)
+            if node.value not in self.capture.bound:
+                self.capture.reads.add(node.value)  # a value from before the region
         elif isinstance(node, cst.Attribute):
             self.note_attribute(node, written=False)
 
@@ -401,7 +429,14 @@ class Walker:
         if self.mode is Mode.REGION:
             if self.in_region:
                 self.engine.run_rules(self.engine.region_rules, node, self)
-        elif self.mode is Mode.REPLAY and not self.in_region:
+            return
+        if self.mode is Mode.REPLAY and self.engine.capture_rules:
+            site = self.engine.capture_at(node)
+            if site is not None:  # a capture site: `with torch.cuda.graph(...)`, capture_begin(), make_graphed_callables(...)
+                self.site = site
+                self.engine.run_rules(self.engine.capture_rules, node, self)
+                self.site = None
+        if self.mode is Mode.REPLAY and not self.in_region:
             # Between replays: after a capture in this function, or anywhere in a
             # function that replays a graph captured elsewhere (a runner's __call__).
             if self.after_capture or (self.engine.calls_replay(self.function) and not self.engine.captures_in(self.function)):

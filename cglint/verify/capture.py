@@ -39,13 +39,17 @@ def region_kind() -> str:
 
 
 class CaptureMonitor:
-    def __init__(self, *, track_inputs: bool = True, sync_debug: bool = True, kind: Optional[str] = None):
+    def __init__(self, *, track_inputs: bool = True, sync_debug: bool = True, kind: Optional[str] = None,
+                 trace_ops: bool = False):
         site = frames.current_user_frame(2)
         self.site = site
         where = frames.where(site) if site else None
         region = Region(frames.display_path(where.path), where.line, kind or region_kind()) if where else None
         self.recorder = Recorder(region=region, stop=site, phase="capture")
-        self.inst = Instrumentation(self.recorder, gpu=True, track_inputs=track_inputs)
+        # torch.compile's own captures run generated code; torch modes there would only change its guards
+        modes = region.kind != "torch.compile" if region else True
+        self.inst = Instrumentation(self.recorder, gpu=True, track_inputs=track_inputs, torch_modes=modes,
+                                    trace_ops=trace_ops)
         self.error: Optional[BaseException] = None
         self.cause: Optional[Observation] = None
         self.sync_debug = sync_debug
@@ -56,7 +60,7 @@ class CaptureMonitor:
     @property
     def label(self) -> str:
         r = self.recorder.region
-        return f"{r.path}:{r.line} ({r.kind})" if r else "?"
+        return f"{r.path}:{r.line} ({r.kind})" if r else "capture with no user frame (made by torch on another thread)"
 
     def start(self) -> "CaptureMonitor":
         self.started_at = time.perf_counter()
@@ -96,9 +100,13 @@ class CaptureMonitor:
 
 
 def record_error(recorder: Recorder, exc: BaseException) -> Optional[Observation]:
+    from cglint.verify.classify import library_hit
+
     code, meaning = errors.meaning(exc)
     text = errors.first_line(exc)
     raised = errors.where_raised(exc.__traceback__)
+    if raised is not None:
+        code, meaning = library_hit((code, meaning), errors.library_frames(exc.__traceback__), raised[1])
     if raised is None:
         frame = recorder.stop
         if frame is None:
@@ -119,20 +127,44 @@ def record_error(recorder: Recorder, exc: BaseException) -> Optional[Observation
     return recorder.observe_at(code, what, where, trace, evidence=f"capture failed here: {text}")
 
 
-def reset_after_failure(graph: Any, end_capture: Any, stream_ctx: Any = None) -> None:
-    """End a capture that is still open and leave the device usable for the next one."""
-    try:
-        if torch.cuda.is_current_stream_capturing():
+def reset_after_failure(graph: Any, end_capture: Any = None, stream_ctx: Any = None, *, end_failed: bool = False) -> None:
+    """Leave the device, the allocator and the RNG usable after a failed capture.
+
+    end_capture: given when the capture was begun but never ended. A capture that CUDA
+    invalidated must still be ended; that raises the cascade error, and then PyTorch skips
+    the end of the pool's allocation and the generators' capture epilogue, so both are
+    repaired here.
+    """
+    if end_capture is not None:
+        try:
             end_capture(graph)
-    except Exception:
-        pass  # ending an invalidated capture raises the cascade error; the capture is over all the same
+        except Exception:
+            end_failed = True
     if stream_ctx is not None:
         try:
             stream_ctx.__exit__(None, None, None)
         except Exception:
             pass
+    if end_failed:
+        release_pool(graph)
+        _heal_generators()
     try:
         torch.cuda.synchronize()
+    except Exception:
+        pass
+
+
+def _heal_generators() -> None:
+    """Run one clean capture: its capture_end runs the epilogue the failed one skipped."""
+    try:
+        graph = torch.cuda.CUDAGraph()
+        graph._cglint_api = True  # not a user capture
+        with torch.cuda.stream(torch.cuda.Stream()):
+            graph.capture_begin()
+            torch.zeros(1, device="cuda").add_(1)
+            graph.capture_end()
+        torch.cuda.synchronize()
+        graph.reset()
     except Exception:
         pass
 

@@ -177,3 +177,27 @@ def classify_op(func: Any, args: tuple, kwargs: dict, *, gpu: bool) -> Hit:
 
 def is_random_op(func: Any) -> bool:
     return torch.Tag.nondeterministic_seeded in getattr(func, "tags", ())
+
+
+# Library functions whose host reads have a rule of their own: (file name, function) -> hit.
+_LIBRARY_CODES = {
+    ("clip_grad.py", "clip_grad_norm_"): ("CG111", "`clip_grad_norm_(error_if_nonfinite=True)` reads the norm on the host"),
+    ("clip_grad.py", "_clip_grads_with_norm_"): ("CG111", "`clip_grad_norm_` read the norm on the host"),
+    ("grad_scaler.py", "step"): ("CG110", "`GradScaler.step` reads the found-inf flags on the host"),
+    ("grad_scaler.py", "_maybe_opt_step"): ("CG110", "`GradScaler.step` reads the found-inf flags on the host"),
+    ("grad_scaler.py", "update"): ("CG110", "`GradScaler.update` reads the found-inf flags on the host"),
+}
+_SYNC_CODES = {"CG101", "CG102", "CG105", "CG190", "CG201"}
+
+
+def library_hit(hit: Hit, frame: Optional[FrameType], user: Optional[FrameType]) -> Hit:
+    """A sync inside a library function with its own rule (GradScaler, clip_grad_norm_) gets that rule."""
+    if hit is None or hit[0] not in _SYNC_CODES:
+        return hit
+    while frame is not None and frame is not user:
+        code = frame.f_code
+        found = _LIBRARY_CODES.get((code.co_filename.rsplit("/", 1)[-1], code.co_name))
+        if found:
+            return found
+        frame = frame.f_back
+    return hit

@@ -89,7 +89,7 @@ def _summary(outcome, stream: TextIO) -> None:
     print(f"cglint verify: {outcome.mode} mode, {len(outcome.graphs)} capture(s)", file=stream)
     for info in outcome.graphs:
         pool = f", pool {info.pool_bytes / 2**20:.1f} MiB" if info.pool_bytes else ""
-        state = "captured" if info.ok else "FAILED"
+        state = ("traced on the CPU" if outcome.mode.startswith("CPU") else "captured") if info.ok else "FAILED"
         print(f"  {info.site}: {state} in {info.capture_seconds * 1000:.1f} ms{pool}, {info.replays} replay(s)",
               file=stream)
     for note in outcome.notes:

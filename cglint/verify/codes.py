@@ -5,8 +5,10 @@ the verifier emits, so that runtime findings stay complete if a rule is missing 
 """
 from __future__ import annotations
 
+import importlib.util
 from functools import lru_cache
-from typing import NamedTuple
+from pathlib import Path
+from typing import Any, NamedTuple
 
 
 class Meta(NamedTuple):
@@ -39,7 +41,11 @@ _FALLBACK: dict[str, Meta] = {
     "CG402": Meta("realloc", "error", "Create host data on the device before capture and copy into it, or use device factories."),
     "CG403": Meta("realloc", "warning", "Allocate tensors at their final size before capture; do not resize_ captured tensors."),
     "CG404": Meta("realloc", "warning", "Keep every tensor the graph reads alive for as long as the graph is replayed."),
-    "CG501": Meta("host-effect", "warning", "Move host work (printing, logging, file I/O, timers, host containers) out of the captured region."),
+    "CG501": Meta("host-effect", "warning", "Print after replay(), from the graph's output tensors."),
+    "CG502": Meta("host-effect", "warning", "Log after replay(), outside the captured code."),
+    "CG503": Meta("host-effect", "warning", "Read and write files outside the captured code."),
+    "CG504": Meta("host-effect", "warning", "Keep results in device tensors written in place; collect them after replay()."),
+    "CG506": Meta("host-effect", "warning", "Time replays from outside the captured code (CUDA events around replay())."),
 }
 
 
@@ -62,13 +68,21 @@ def meta(code: str) -> Meta:
 
 
 @lru_cache(maxsize=None)
+def _runtime_rules() -> dict[str, Any]:
+    try:
+        from cglint.rules import runtime
+    except ModuleNotFoundError:
+        # A source checkout run without installing: cglint.rules is the top-level rules/ folder.
+        path = Path(__file__).resolve().parents[2] / "rules" / "runtime.py"
+        spec = importlib.util.spec_from_file_location("cglint_rules_runtime", path)
+        runtime = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(runtime)
+    return {r.code: r for r in runtime.RULES}
+
+
 def _runtime() -> dict[str, Meta]:
-    from cglint.rules import runtime
-
-    return {r.code: Meta(r.category, r.severity, r.fix_hint) for r in runtime.RULES}
+    return {code: Meta(r.category, r.severity, r.fix_hint) for code, r in _runtime_rules().items()}
 
 
-def runtime_rule(code: str):
-    from cglint.rules import runtime
-
-    return {r.code: r for r in runtime.RULES}[code]
+def runtime_rule(code: str) -> Any:
+    return _runtime_rules()[code]

@@ -9,7 +9,7 @@ record CG104 inside a region.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import torch
 
@@ -111,7 +111,9 @@ def install(session: Session) -> None:
                 _stop(inst)
         return callables
 
-    stream_ctx = lambda stream=None: contextlib.nullcontext()  # noqa: E731
+    def stream_ctx(stream: Any = None) -> Any:
+        return contextlib.nullcontext()
+
     replacements = {
         "graph": ShimGraphContext,
         "CUDAGraph": ShimGraph,

@@ -58,6 +58,14 @@ def meaning(exc: BaseException) -> tuple[str, str]:
     return "CG991", "an error was raised while capturing"
 
 
+def library_frames(tb: Optional[TracebackType]) -> Optional[FrameType]:
+    """The innermost frame of a traceback (to look for library functions with their own rule)."""
+    last = None
+    while tb is not None:
+        last, tb = tb.tb_frame, tb.tb_next
+    return last
+
+
 def where_raised(tb: Optional[TracebackType]) -> Optional[tuple[frames.Where, FrameType]]:
     """The innermost user line of a traceback, with the column of the raising expression."""
     found = None

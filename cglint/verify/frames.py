@@ -54,8 +54,8 @@ def _is_user_path(name: str) -> bool:
         # <frozen importlib...> is the interpreter's; <string> and <stdin> are the user's
         return not name.startswith("<frozen")
     path = os.path.abspath(name)
-    if path.startswith(_packages):
-        return False
+    if path.startswith(_packages) or f"{os.sep}torchinductor_" in path:
+        return False  # torch.compile's generated code counts as torch
     return not path.startswith(_stdlib) or any(marker in path for marker in _THIRD_PARTY)
 
 

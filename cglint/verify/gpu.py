@@ -7,7 +7,7 @@ import torch
 
 from cglint.verify import errors, inputs
 from cglint.verify.api import observe_fn, second_pass, timed_ms, traced, wall_ms
-from cglint.verify.capture import CaptureMonitor, pool_bytes, release_pool, reset_after_failure
+from cglint.verify.capture import CaptureMonitor, pool_bytes, reset_after_failure
 from cglint.verify.compare import diverges
 from cglint.verify.recorder import Recorder
 from cglint.verify.result import VerifyReport
@@ -20,23 +20,26 @@ def run_gpu(fn: Callable, sample: tuple, make_inputs: Any, recorder: Recorder, r
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        # The warmup doubles as the two traced passes.
+        # The warmup doubles as the two traced passes, after one plain call: lazy initialisation
+        # (GradScaler, cuBLAS handles) would otherwise look like a difference between inputs.
+        fn(*static)
         _, first = traced(fn, static, recorder, gpu=True)
         second_pass(fn, sample, make_inputs, recorder, first, report, gpu=True)
-        for _ in range(max(0, warmup - 2)):
+        for _ in range(max(0, warmup - 3)):
             fn(*static)
     torch.cuda.current_stream().wait_stream(side)
     torch.cuda.synchronize()
 
-    graph, static_out, monitor = capture(fn, static, instrument=True)
+    held: dict[str, Any] = {}
+    report.capture_ms = wall_ms(lambda: held.setdefault("capture", capture(fn, static, instrument=True)))
+    graph, static_out, monitor = held["capture"]
     recorder.merge(monitor.recorder)
-    report.capture_ms = monitor.seconds * 1000
     if monitor.error is not None:
         report.capture_error = errors.first_line(monitor.error)
         report.skipped.append("replay against eager and timing (the capture failed)")
         return
     report.pool_bytes = pool_bytes(graph)
-    if measure_overhead:
+    if measure_overhead:  # the same capture again without instrumentation (it runs second: warm caches)
         report.bare_capture_ms = bare_capture_ms(fn, static)
     stateful = _writes_state(monitor, static)
     if stateful:
@@ -53,32 +56,34 @@ def capture(fn: Callable, static: tuple, *, instrument: bool) -> tuple[Any, Any,
     """Capture `fn(*static)` as torch.cuda.graph would, keeping the first error and cleaning up after it."""
     graph = torch.cuda.CUDAGraph()
     graph._cglint_api = True  # the session patches, if installed, leave this capture to us
-    monitor = CaptureMonitor(kind="cglint.verify", sync_debug=instrument)
+    # No input tracking or operator trace here: the API owns its inputs and traced the warmup.
+    monitor = CaptureMonitor(kind="cglint.verify", sync_debug=instrument, track_inputs=False, trace_ops=False)
     stream = torch.cuda.Stream()
     torch.cuda.synchronize()
-    out = None
     with torch.cuda.stream(stream):
         graph.capture_begin()
         if instrument:
             monitor.start()
         try:
             out = fn(*static)
-        except Exception as exc:
+        except BaseException as exc:
             monitor.stop()
-            monitor.failed(exc)
-            reset_after_failure(graph, type(graph).capture_end)
+            try:
+                if isinstance(exc, Exception):
+                    monitor.failed(exc)
+            finally:
+                reset_after_failure(graph, type(graph).capture_end)
+            if not isinstance(exc, Exception):
+                raise
             return graph, None, monitor
-        except BaseException:
-            monitor.stop()
-            reset_after_failure(graph, type(graph).capture_end)
-            raise
         monitor.stop()
         try:
             graph.capture_end()
         except Exception as exc:
-            monitor.failed(exc)
-            release_pool(graph)
-            reset_after_failure(graph, type(graph).capture_end)
+            try:
+                monitor.failed(exc)
+            finally:
+                reset_after_failure(graph, end_failed=True)
             return graph, None, monitor
     torch.cuda.synchronize()
     return graph, out, monitor

@@ -11,6 +11,7 @@ import logging
 import pathlib
 import random
 import sys
+import threading
 import time
 import warnings
 from types import CodeType, FrameType
@@ -50,21 +51,50 @@ class HostTracer:
     def __init__(self, inst: "Instrumentation"):
         self.inst = inst
         self._previous: Optional[Callable] = None
+        self._patched: list[tuple[Any, str, Any]] = []
         self._importing = 0  # module code run by an import is not the region's work
         self._targets = _python_targets()
         self._files = {
-            logging.__file__: ("CG501", "logging during capture runs once, not on replay"),
+            logging.__file__: ("CG502", "logging during capture runs once, not on replay"),
             random.__file__: ("CG301", "Python `random` draws a host value that the graph freezes"),
-            pathlib.__file__: ("CG501", "file I/O during capture runs once, not on replay"),
+            pathlib.__file__: ("CG503", "file I/O during capture runs once, not on replay"),
         }
 
     def start(self) -> None:
         self._previous = sys.getprofile()
         sys.setprofile(self._profile)
+        self._patch_numpy()
 
     def stop(self) -> None:
         sys.setprofile(self._previous)
         self._previous = None
+        for module, name, original in self._patched:
+            setattr(module, name, original)
+        self._patched = []
+
+    def _patch_numpy(self) -> None:
+        """numpy.random's functions are Cython methods, invisible to a profiler: wrap them while tracing."""
+        self._patched: list[tuple[Any, str, Any]] = []
+        module = sys.modules.get("numpy.random")
+        if module is None:
+            return
+        for name in getattr(module, "__all__", ()):
+            original = getattr(module, name, None)
+            if callable(original) and not isinstance(original, type):
+                self._patched.append((module, name, original))
+                setattr(module, name, self._numpy_hook(name, original))
+
+    def _numpy_hook(self, name: str, original: Callable) -> Callable:
+        inst = self.inst
+
+        def hook(*args: Any, **kwargs: Any) -> Any:
+            caller = sys._getframe(1)
+            if inst.running and frames.is_user_code(caller.f_code) and threading.get_ident() == inst.thread:
+                inst.recorder.observe("CG302", f"`numpy.random.{name}` draws a host value that the graph freezes",
+                                      caller)
+            return original(*args, **kwargs)
+
+        return hook
 
     # --- the hook ------------------------------------------------------------
     def _profile(self, frame: FrameType, event: str, arg: Any) -> None:
@@ -82,19 +112,23 @@ class HostTracer:
                 if hit:
                     self.inst.recorder.observe(hit[0], hit[1], frame, weak=hit[1].startswith("`print"))
         elif event == "call":
-            caller = frame.f_back
-            if caller is None or not frames.is_user_code(caller.f_code):
-                return
             code = frame.f_code
             hit = self._targets.get(code)
-            if hit is None:
-                hit = self._files.get(code.co_filename)
-                if hit and code.co_filename == pathlib.__file__ and code.co_name not in _PATH_IO:
-                    hit = None
-                if hit and code.co_filename == random.__file__ and code.co_name.startswith("_"):
-                    hit = None
-            if hit:
-                self.inst.recorder.observe(hit[0], hit[1], caller)
+            if hit is not None:
+                # torch wraps these (dynamo guards): blame the user frame that asked
+                caller = frames.user_frame(frame.f_back)
+                if caller is not None:
+                    self.inst.recorder.observe(hit[0], hit[1], caller)
+                return
+            hit = self._files.get(code.co_filename)
+            caller = frame.f_back
+            if hit is None or caller is None or not frames.is_user_code(caller.f_code):
+                return
+            if code.co_filename == pathlib.__file__ and code.co_name not in _PATH_IO:
+                return
+            if code.co_filename == random.__file__ and code.co_name.startswith("_"):
+                return
+            self.inst.recorder.observe(hit[0], hit[1], caller)
 
     def _builtin(self, fn: Any, frame: FrameType) -> Optional[tuple[str, str]]:
         owner = getattr(fn, "__self__", None)
@@ -102,15 +136,17 @@ class HostTracer:
         if fn is print:
             return "CG501", "`print` during capture runs once, not on replay"
         if fn is open or fn is io.open or fn is input:
-            return "CG501", f"`{name}` (host I/O) during capture runs once, not on replay"
+            return "CG503", f"`{name}` (host I/O) during capture runs once, not on replay"
         if fn is warnings.warn:
-            return "CG501", "`warnings.warn` during capture runs once, not on replay"
+            return "CG502", "`warnings.warn` during capture runs once, not on replay"
         if owner is time and name in _TIMERS:
-            return "CG501", f"timer `time.{name}` during capture reads the clock once, not on replay"
+            return "CG506", f"timer `time.{name}` during capture reads the clock once, not on replay"
         if isinstance(owner, random.Random):
             return "CG301", f"Python `random.{name}` draws a host value that the graph freezes"
         if isinstance(owner, io.IOBase):
-            return "CG501", f"file `{name}` during capture runs once, not on replay"
+            if owner in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+                return "CG501", f"`sys.stdout.{name}` during capture runs once, not on replay"
+            return "CG503", f"file `{name}` during capture runs once, not on replay"
         if _is_numpy_random(owner, fn):
             return "CG302", f"`numpy.random` `{name}` draws a host value that the graph freezes"
         torch = sys.modules.get("torch")
@@ -119,7 +155,7 @@ class HostTracer:
         if name in _CONTAINER_WRITES and (isinstance(owner, (list, dict, set)) or _is_deque(owner)):
             where = _long_lived(owner, frame)
             if where:
-                return "CG501", f"`{where}.{name}(...)` writes a host container once, not on replay"
+                return "CG504", f"`{where}.{name}(...)` writes a host container once, not on replay"
         return None
 
 

@@ -35,20 +35,20 @@ def clone(args: Any) -> Any:
     return map_tensors(args, lambda t: t.detach().clone().requires_grad_(t.requires_grad))
 
 
-def _fresh(t: torch.Tensor) -> torch.Tensor:
+def _fresh(t: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     """Different values of the same shape, dtype and range (ints stay in the observed range)."""
     if t.dtype == torch.bool:
-        return torch.rand(t.shape, device=t.device) < 0.5
-    if t.is_floating_point() or t.is_complex():
+        return torch.rand(t.shape, device=t.device, generator=gen) < 0.5
+    if t.is_floating_point():
         scale = t.detach().float().abs().mean().item() if t.numel() else 1.0
-        out = torch.randn(t.shape, device=t.device, dtype=t.dtype) * (scale or 1.0)
+        out = torch.randn(t.shape, device=t.device, generator=gen).to(t.dtype) * (scale or 1.0)
         return out.requires_grad_(t.requires_grad)
-    if t.numel() == 0:
+    if t.numel() == 0 or t.is_complex():
         return t.clone()
     low, high = int(t.min().item()), int(t.max().item())
     if low == high:
         return t.clone()  # an index or position: keep it, other values may be out of range
-    return torch.randint(low, high + 1, t.shape, device=t.device, dtype=t.dtype)
+    return torch.randint(low, high + 1, t.shape, device=t.device, dtype=t.dtype, generator=gen)
 
 
 def fresh(sample: tuple, make_inputs: Optional[Callable[[], Any]], index: int) -> tuple:
@@ -56,12 +56,16 @@ def fresh(sample: tuple, make_inputs: Optional[Callable[[], Any]], index: int) -
         got = as_tuple(make_inputs())
         check_same_shapes(sample, got)
         return got
-    generator_state = torch.random.get_rng_state()
-    torch.manual_seed(1234 + index)  # reproducible fresh inputs
-    try:
-        return map_tensors(sample, _fresh)
-    finally:
-        torch.random.set_rng_state(generator_state)
+    generators: dict[torch.device, torch.Generator] = {}
+
+    def one(t: torch.Tensor) -> torch.Tensor:
+        # private generators: the user's RNG state (and any graph's) stays untouched
+        gen = generators.get(t.device)
+        if gen is None:
+            gen = generators[t.device] = torch.Generator(device=t.device).manual_seed(1234 + index)
+        return _fresh(t, gen)
+
+    return map_tensors(sample, one)
 
 
 def check_same_shapes(sample: tuple, got: tuple) -> None:

@@ -13,7 +13,8 @@ from cglint.verify.torchmodes import ApiMode, OpMode
 class Instrumentation:
     """Start after capture_begin (or before a traced call), stop before capture_end."""
 
-    def __init__(self, recorder: Recorder, *, gpu: bool, track_inputs: bool = False, host: bool = True):
+    def __init__(self, recorder: Recorder, *, gpu: bool, track_inputs: bool = False, host: bool = True,
+                 torch_modes: bool = True, trace_ops: bool = True):
         self.recorder = recorder
         self.gpu = gpu
         self.track_inputs = track_inputs
@@ -21,16 +22,22 @@ class Instrumentation:
         self.ops: Optional[OpMode] = None
         self._api: Optional[ApiMode] = None
         self._host = HostTracer(self) if host else None
+        self.torch_modes = torch_modes
+        self.trace_ops = trace_ops  # keep the operator sequence (to compare two inputs)
+        self._own_hooks = False
         self.running = False
 
     def start(self) -> "Instrumentation":
         frames.refresh()
         self.thread = threading.get_ident()
-        self._api, self.ops = ApiMode(self), OpMode(self)
-        self.ops.__enter__()
-        self._api.__enter__()
+        if self.torch_modes:
+            self._api, self.ops = ApiMode(self), OpMode(self)
+            self.ops.__enter__()
+            self._api.__enter__()
         if self._host:
             self._host.start()
+        if self.gpu:
+            self._own_hooks = synchooks.install()
         synchooks.activate(self)
         self.running = True
         return self
@@ -40,10 +47,15 @@ class Instrumentation:
             return
         self.running = False
         synchooks.deactivate(self)
+        if self._own_hooks:
+            synchooks.uninstall()
+            self._own_hooks = False
         if self._host:
             self._host.stop()
         # Leave the modes in the order they were entered, innermost first.
         for mode in (self._api, self.ops):
+            if mode is None:
+                continue
             try:
                 mode.__exit__(None, None, None)
             except Exception:  # a mode pushed by user code on top of ours; ours is gone anyway

@@ -34,6 +34,7 @@ def install(session: Session) -> None:
     graph_cls = torch.cuda.graphs.CUDAGraph
     original_end = graph_cls.__dict__["capture_end"]
     synchooks.install()
+    _prewarm()
 
     def capture_begin(original):
         def wrapper(self, *args, **kwargs):
@@ -61,13 +62,15 @@ def install(session: Session) -> None:
             try:
                 original(self, *args, **kwargs)
             except BaseException as exc:
-                monitor.failed(exc)
-                session.handled.add(id(exc))
-                release_pool(self)
-                _graph_done(session, monitor, ok=False)
+                try:
+                    monitor.failed(exc)
+                    session.handled.add(id(exc))
+                    _graph_done(session, monitor, ok=False)
+                finally:
+                    release_pool(self)
                 raise
             ok = monitor.error is None
-            if ok:
+            if ok and monitor.inst.ops is not None:
                 self._cglint_reads = liveness.snapshot(monitor.inst.ops, frames.current_user_frame(2))
                 self._cglint_site = monitor.label
                 self._cglint_recorder = monitor.recorder
@@ -94,15 +97,15 @@ def install(session: Session) -> None:
             monitor = getattr(self.cuda_graph, "_cglint_monitor", None)
             if exc is None or monitor is None:
                 return original(self, exc_type, exc, tb)
-            monitor.failed(exc)
-            session.handled.add(id(exc))
             try:
-                original(self, exc_type, exc, tb)
-            except Exception:
-                # capture_end raised (the cascade): torch left the capture stream current
-                reset_after_failure(self.cuda_graph, graph_cls.capture_end, self.stream_ctx)
-            else:
-                reset_after_failure(self.cuda_graph, graph_cls.capture_end)
+                monitor.failed(exc)
+                session.handled.add(id(exc))
+            finally:
+                try:
+                    original(self, exc_type, exc, tb)
+                except Exception:
+                    # capture_end raised (the cascade): torch left the capture stream current
+                    reset_after_failure(self.cuda_graph, None, self.stream_ctx, end_failed=True)
             return False
         return wrapper
 
@@ -112,13 +115,23 @@ def install(session: Session) -> None:
     _patch(torch.cuda.graphs.graph, "__exit__", graph_exit)
 
 
+def _prewarm() -> None:
+    """The first use of the torch modes imports and initialises a lot; do it before any capture is timed."""
+    from cglint.verify.instrument import Instrumentation
+
+    with Instrumentation(Recorder(), gpu=True, host=False):
+        torch.ones(1).add(1)
+
+
 def _abandon(graph: Any, monitor: CaptureMonitor, exc: Any, end: Any) -> None:
     """A raw capture_begin whose capture_end never ran: stop the hooks, blame the error, end the capture."""
     graph.__dict__.pop("_cglint_monitor", None)
     monitor.stop()
-    if exc is not None:
-        monitor.failed(exc)
-    reset_after_failure(graph, end)
+    try:
+        if exc is not None:
+            monitor.failed(exc)
+    finally:
+        reset_after_failure(graph, end)
 
 
 def _raised_under(exc: BaseException, site: Any) -> bool:

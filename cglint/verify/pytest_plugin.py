@@ -59,8 +59,12 @@ def pytest_runtest_call(item: Any) -> Any:
     outcome = yield
     session.close_open(None)
     bad = [f for f in session.findings(since=before) if f.severity in ("error", "warning")]
-    if bad and outcome.excinfo is None:
-        message = "cglint: CUDA-graph capture is not safe:\n" + "\n".join(_line(f) for f in bad)
+    if not bad:
+        return
+    message = "cglint: CUDA-graph capture is not safe:\n" + "\n".join(_line(f) for f in bad)
+    if outcome.excinfo is not None:
+        item.add_report_section("call", "cglint", message)  # keep the test's own error, add the findings
+    else:
         force = getattr(outcome, "force_exception", None)
         if force is not None:
             force(pytest.fail.Exception(message, pytrace=False))
@@ -72,9 +76,13 @@ def pytest_runtest_call(item: Any) -> Any:
 
 def pytest_unconfigure(config: Any) -> None:
     if _guard.session is not None:
-        from cglint.verify import cpushims, patches, session
+        from cglint.verify import session
 
-        patches.uninstall() if _guard.session.gpu else cpushims.uninstall()
+        if _guard.session.gpu:
+            from cglint.verify import patches
+        else:
+            from cglint.verify import cpushims as patches
+        patches.uninstall()
         session.end()
         _guard.session = None
 

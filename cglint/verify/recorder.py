@@ -16,7 +16,7 @@ from typing import Iterator, Optional
 from cglint.findings import Finding, Region
 from cglint.verify import codes, frames
 
-_MAX_EVIDENCE = 4
+_MAX_EVIDENCE = 6
 
 
 @dataclass
@@ -28,16 +28,22 @@ class Observation:
     trace: tuple[str, ...] = ()
     evidence: list[str] = field(default_factory=list)
     weak: bool = False  # dropped when a stronger observation shares its line (print of a tensor)
+    phases: list[str] = field(default_factory=list)  # "eager trace", "capture", ...
 
     def add(self, note: str) -> None:
-        if note and note not in self.evidence and len(self.evidence) < _MAX_EVIDENCE:
+        if note.startswith("seen during "):
+            phase = note[len("seen during "):]
+            if phase not in self.phases:
+                self.phases.append(phase)
+        elif note and note not in self.evidence and len(self.evidence) < _MAX_EVIDENCE:
             self.evidence.append(note)
 
     def finding(self) -> Finding:
         meta = codes.meta(self.code)
         message = self.what
-        if self.evidence:
-            message += f" [{'; '.join(self.evidence)}]"
+        notes = ([f"seen during {', '.join(self.phases)}"] if self.phases else []) + self.evidence
+        if notes:
+            message += f" [{'; '.join(notes)}]"
         w = self.where
         return Finding(
             path=frames.display_path(w.path),
@@ -132,7 +138,7 @@ class Recorder:
             if mine is None:
                 self.observations[key] = obs
             else:
-                for note in obs.evidence:
+                for note in obs.evidence + [f"seen during {p}" for p in obs.phases]:
                     mine.add(note)
 
     def findings(self) -> list[Finding]:

@@ -6,7 +6,7 @@ import runpy
 import sys
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Optional, TextIO
+from typing import Optional, TextIO
 
 from cglint.findings import Finding
 from cglint.verify import session as sessions

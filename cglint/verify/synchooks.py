@@ -53,15 +53,17 @@ def _wrap(owner: Any, attr: str, label: str) -> None:
     setattr(owner, attr, hook)
 
 
-def install() -> None:
+def install() -> bool:
+    """Install the hooks; False when they were installed already (by someone else to remove)."""
     import torch
 
     if _saved:
-        return
+        return False
     _wrap(torch.cuda, "synchronize", "torch.cuda.synchronize()")
     for cls, kind in ((torch.cuda.Stream, "Stream"), (torch.cuda.Event, "Event")):
         for method in ("synchronize", "query"):
             _wrap(cls, method, f"{kind}.{method}()")
+    return True
 
 
 def uninstall() -> None:

@@ -72,6 +72,7 @@ class ApiMode(TorchFunctionMode):
         caller = sys._getframe(1)
         user = frames.user_frame(caller)
         hit = classify.classify_call(name, args, kwargs, gpu=self.inst.gpu, frame=user)
+        hit = classify.library_hit(hit, caller, user)
         rec = self.inst.recorder
         obs = rec.observe(hit[0], hit[1], caller) if hit else None
         with rec.explaining(obs):
@@ -95,14 +96,15 @@ class OpMode(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         inst = self.inst
-        caller = frames.user_frame(sys._getframe(1))
-        hit = classify.classify_op(func, args, kwargs, gpu=inst.gpu)
+        here = sys._getframe(1)
+        caller = frames.user_frame(here)
+        hit = classify.library_hit(classify.classify_op(func, args, kwargs, gpu=inst.gpu), here, caller)
         if hit:
             explained = inst.recorder.explained_by
             if explained is not None:
-                explained.add(f"ran {hit[1].rsplit('(', 1)[-1].rstrip(')')}")
+                explained.add(f"ran aten.{classify.op_name(func)}")
             else:
-                inst.recorder.observe(hit[0], hit[1], caller or sys._getframe(1))
+                inst.recorder.observe(hit[0], hit[1], caller or here)
         if inst.track_inputs:
             self._note_inputs(func, args, kwargs, caller)
         self._note_writes(func, args)
@@ -110,7 +112,7 @@ class OpMode(TorchDispatchMode):
         outs = [o for o in _flat(out if isinstance(out, (tuple, list)) else (out,)) if isinstance(o, torch.Tensor)]
         for o in outs:
             self._made[id(o)] = weakref.ref(o)
-        if len(self.trace) < _MAX_TRACE:
+        if inst.trace_ops and len(self.trace) < _MAX_TRACE:
             shapes = tuple(tuple(o.shape) for o in outs)
             code, line = (caller.f_code, caller.f_lineno) if caller else (None, 0)
             self.trace.append(OpRecord(classify.op_name(func), shapes, code, line))

@@ -1,0 +1,183 @@
+"""dynamic-shape: sizes in captured code that come from data or change between replays.
+
+A graph records every kernel with the sizes it had at capture. A size read from
+tensor data needs a host sync (capture fails), and a size held in host state that
+changes later is silently ignored: replays keep computing on the capture-time
+extent of the tensors.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from cglint.engine.syntax import code_of, keyword, positional
+from cglint.engine.values import Kind
+from cglint.rule import Hit, Rule
+
+
+def size_arguments(node: cst.CSTNode, ctx) -> list[cst.BaseExpression]:
+    """The expressions used as sizes at `node`: slice bounds of a tensor, and the size
+    arguments of factories (`torch.zeros(n)`) and shape methods (`x.view(b, n)`)."""
+    if isinstance(node, cst.Subscript):
+        if not ctx.maybe_tensor(node.value) or ctx.value(node.value).kind == Kind.OBJECT:
+            return []
+        found = []
+        for element in node.slice:
+            if isinstance(element.slice, cst.Slice):
+                found.extend(p for p in (element.slice.lower, element.slice.upper, element.slice.step) if p is not None)
+        return found
+    if not isinstance(node, cst.Call):
+        return []
+    shapes = ctx.api.shapes
+    size = keyword(node, "size")
+    if ctx.call_name(node) in shapes.factories:
+        args = positional(node)
+        return ([size] if size is not None else []) + (args[:1] if ctx.call_name(node) == "torch.full" else args)
+    method = ctx.method(node)
+    if method is not None and method[1] in shapes.methods and ctx.maybe_tensor(method[0]):
+        if ctx.value(method[0]).kind == Kind.TENSOR or method[1] in ("view", "reshape", "expand", "new_zeros", "new_empty", "narrow"):
+            args = positional(node)
+            return ([size] if size is not None else []) + (args[:1] if method[1] == "topk" else args)
+    return []
+
+
+def host_reads(expr: cst.BaseExpression, ctx) -> Iterator[cst.BaseExpression]:
+    """Names and attributes a host expression reads, not looking into tensor sub-expressions
+    (`x.shape[0]` reads metadata of a tensor, which a graph fixes anyway)."""
+    stack = [expr]
+    while stack:
+        current = stack.pop()
+        if ctx.is_tensor(current):
+            continue
+        if isinstance(current, (cst.Name, cst.Attribute)):
+            yield current
+        elif isinstance(current, cst.Subscript):
+            stack.append(current.value)
+            stack.extend(e.slice.value for e in current.slice if isinstance(e.slice, cst.Index))
+        elif isinstance(current, cst.BinaryOperation):
+            stack.extend((current.left, current.right))
+        elif isinstance(current, cst.UnaryOperation):
+            stack.append(current.expression)
+        elif isinstance(current, cst.IfExp):
+            stack.extend((current.body, current.orelse))
+        elif isinstance(current, (cst.Tuple, cst.List)):
+            stack.extend(e.value for e in current.elements)
+        elif isinstance(current, cst.Call) and (ctx.call_name(current) or "").split(".")[0] in ("min", "max", "int", "float", "round", "abs", "math", "len"):
+            stack.extend(a.value for a in current.args)
+
+
+class ShapeFromData(Rule):
+    code = "CG701"
+    name = "shape-from-tensor-data"
+    category = "dynamic-shape"
+    severity = "error"
+    summary = "Sizes a tensor in captured code from tensor data: `x[:n]` or `torch.empty(n)` with `n` from `.item()`, `int(t)`, or the size of a `nonzero()` result."
+    message = "`{expr}` takes its size from tensor data; the host must read that size during capture, which fails (cudaErrorStreamCaptureUnsupported), and a graph cannot change sizes between replays anyway"
+    fix_hint = "Use a static size (the maximum) and mask the unused part, e.g. `torch.where(pos < n, x, 0)`; or capture one graph per size bucket."
+    why = """A graph fixes every shape at capture. A size that comes from tensor values has to
+    be read on the host first (`.item()`, `int(t)`, or the count a `nonzero` syncs), which
+    fails capture with error 900; removing only the sync is not enough, because the
+    shape itself would have to change from one replay to the next."""
+    nodes = (cst.Subscript, cst.Call)
+    invalid = (
+        '''
+import torch
+
+def attend(q, k_cache, lengths):
+    n = int(lengths.max())  # expect: CG101
+    k = k_cache[:, :n]  # expect: CG701
+    return q @ k.transpose(-1, -2)
+
+with torch.cuda.graph(g):
+    out = attend(static_q, static_k, static_lengths)
+''',
+    )
+    valid = (
+        '''
+import torch
+
+def attend(q, k_cache, lengths):
+    pos = torch.arange(k_cache.shape[1], device=k_cache.device)
+    scores = q @ k_cache.transpose(-1, -2)
+    return scores.masked_fill(pos >= lengths[:, None, None], float("-inf"))
+
+with torch.cuda.graph(g):
+    out = attend(static_q, static_k, static_lengths)
+''',
+    )
+
+    def check(self, node, ctx):
+        for size in size_arguments(node, ctx):
+            if ctx.value(size).data:
+                yield Hit(node, {"expr": code_of(node)})
+                return
+
+
+class StaleHostSize(Rule):
+    code = "CG702"
+    name = "size-from-changing-host-state"
+    category = "dynamic-shape"
+    severity = "warning"
+    summary = "Slices or sizes tensors in captured code by a host number the code changes between replays (`x[:self.cur_len]`, `buf[:n]` with `n` reassigned)."
+    message = "`{expr}` is sized by `{read}`, which {state}; replays keep the size it had at capture"
+    fix_hint = "Keep sizes static in the graph (slice to the maximum and mask), or capture one graph per size and pick it before replay()."
+    why = """Slicing a static buffer by a host number records the slice's extent into the
+    kernels. When the number changes before a later replay, the graph still processes
+    the capture-time extent: rows added since are ignored and rows dropped are still
+    read, with no error."""
+    nodes = (cst.Subscript, cst.Call)
+    invalid = (
+        '''
+import torch
+
+static_x = torch.zeros(64, 16, device="cuda")
+n = 8
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    total = static_x[:n].sum(0)  # expect: CG702
+
+for batch in loader:
+    n = batch.shape[0]
+    static_x[:n].copy_(batch)
+    g.replay()
+''',
+    )
+    valid = (
+        '''
+import torch
+
+static_x = torch.zeros(64, 16, device="cuda")
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    total = static_x.sum(0)
+
+for batch in loader:
+    n = batch.shape[0]
+    static_x.zero_()
+    static_x[:n].copy_(batch)
+    g.replay()
+''',
+    )
+
+    def check(self, node, ctx):
+        for size in size_arguments(node, ctx):
+            if ctx.value(size).data:
+                continue  # CG701
+            for read in host_reads(size, ctx):
+                if ctx.value(read).is_tensor:
+                    continue
+                state = ctx.changing_state(read, any_write=True)
+                if state:
+                    yield Hit(node, {"expr": code_of(node), "read": code_of(read), "state": _predicate(state, read)})
+                    return
+
+
+def _predicate(state: str, read: cst.BaseExpression) -> str:
+    """'is updated in X()' from the engine's "`self.n` is updated in X()"."""
+    prefix = f"`{code_of(read)}` "
+    text = state.split(prefix, 1)[-1] if prefix in state else state
+    return text[len("global "):] if text.startswith("global ") else text
+
+
+RULES = (ShapeFromData, StaleHostSize)

@@ -1,0 +1,450 @@
+"""host-effect: host work inside a captured region that replays never repeat.
+
+A replay launches the recorded kernels and nothing else. The Python code of the
+region ran once, at capture: its prints, log lines, file writes, timers, counters
+and appends happened then and are silently missing on every replay.
+
+Prints of tensors are CG103 (they also fail capture) and are left to it.
+"""
+from __future__ import annotations
+
+import libcst as cst
+
+from cglint.engine.syntax import code_of
+from cglint.engine.values import Kind
+from cglint.rule import Hit, Rule
+
+_ONCE = "runs once, at capture; replays never run it again"
+
+
+def _is_print(call: cst.Call, ctx) -> bool:
+    return ctx.call_name(call) in ctx.api.host_effect.print
+
+
+class PrintInCapture(Rule):
+    code = "CG501"
+    name = "print-in-capture"
+    category = "host-effect"
+    severity = "warning"
+    summary = "Prints from captured code: `print(...)`, `sys.stdout.write(...)`."
+    message = "`{expr}` " + _ONCE + ", so the output appears once instead of on every step"
+    fix_hint = "Print outside the graph: after replay() (reading the static outputs), or during warmup."
+    why = """Printing is host work. During capture it runs once; a replay only launches the
+    recorded kernels, so the line never appears again. Code that prints progress or
+    values from inside a captured step silently stops reporting."""
+    fix_safety = "Safe: moving a print changes no value computed on the GPU."
+    nodes = (cst.Call,)
+    invalid = (
+        '''
+import torch
+
+def forward(model, x):
+    out = model(x)
+    print("forward", tuple(out.shape))  # expect: CG501
+    return out
+
+with torch.cuda.graph(g):
+    static_out = forward(model, static_x)
+''',
+    )
+    valid = (
+        '''
+import torch
+
+def forward(model, x):
+    return model(x)
+
+with torch.cuda.graph(g):
+    static_out = forward(model, static_x)
+g.replay()
+print("forward", tuple(static_out.shape))
+''',
+    )
+
+    def check(self, node, ctx):
+        if not _is_print(node, ctx):
+            return
+        if any(ctx.is_tensor(arg.value) for arg in node.args if arg.keyword is None):
+            return  # print(tensor): CG103 reports it (the formatting fails capture first)
+        yield Hit(node, {"expr": code_of(node)})
+
+
+class LoggingInCapture(Rule):
+    code = "CG502"
+    name = "logging-in-capture"
+    category = "host-effect"
+    severity = "warning"
+    summary = "Logs from captured code: `logging`, a logger's `info()`/`debug()`/..., `wandb.log`."
+    message = "`{expr}` " + _ONCE + ", so this log record is written once instead of on every step"
+    fix_hint = "Log outside the graph: after replay() from the static outputs, or during warmup."
+    why = """Log calls are host work. Inside a captured region they run once, at capture,
+    and replays skip them: metrics stop being recorded and warnings stop being issued,
+    with no error. `warnings.warn` and `logger.warning_once` are not reported: they
+    report once by design, so nothing is lost."""
+    fix_safety = "Safe: moving a log call changes no value computed on the GPU."
+    nodes = (cst.Call,)
+    invalid = (
+        '''
+import logging
+import torch
+
+log = logging.getLogger(__name__)
+
+def train_step(model, x, y):
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    log.info("step done")  # expect: CG502
+    return loss
+
+with torch.cuda.graph(g):
+    static_loss = train_step(model, static_x, static_y)
+''',
+    )
+    valid = (
+        '''
+import logging
+import torch
+
+log = logging.getLogger(__name__)
+
+def train_step(model, x, y):
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    return loss
+
+with torch.cuda.graph(g):
+    static_loss = train_step(model, static_x, static_y)
+for step in range(10):
+    g.replay()
+    log.info("step %d loss %.4f", step, static_loss.item())
+''',
+    )
+
+    def check(self, node, ctx):
+        if ctx.call_name(node) in ctx.api.host_effect.logging:
+            yield Hit(node, {"expr": code_of(node)})
+            return
+        method = ctx.method(node)
+        if method is None or method[1] not in ctx.api.host_effect.logger_methods:
+            return
+        receiver = method[0]
+        leaf = receiver.attr.value if isinstance(receiver, cst.Attribute) else receiver.value if isinstance(receiver, cst.Name) else ""
+        # A logger by its constructor, or by the names loggers get (`logger`, `self.log`);
+        # `math.log`-like names are calls of a function, never a receiver of `.info()`.
+        if ctx.value(receiver).tag == "logger" or leaf in ctx.api.host_effect.logger_names:
+            yield Hit(node, {"expr": code_of(node)})
+
+
+class FileIOInCapture(Rule):
+    code = "CG503"
+    name = "file-io-in-capture"
+    category = "host-effect"
+    severity = "warning"
+    summary = "Reads or writes files from captured code: `open`, `torch.save`/`torch.load`, `json.dump`, `np.save`, TensorBoard writers."
+    message = "`{expr}` " + _ONCE + ": the file is read or written at capture and never again"
+    fix_hint = "Do file I/O outside the graph: load before capture into static tensors, save after replay()."
+    why = """File access is host work and is not recorded into the graph. A checkpoint saved
+    inside the captured step is written once, with capture-time values; data loaded
+    there is loaded once and reused by every replay."""
+    nodes = (cst.Call,)
+    invalid = (
+        '''
+import torch
+
+def step(model, x, path):
+    out = model(x)
+    torch.save(out, path)  # expect: CG503
+    return out
+
+with torch.cuda.graph(g):
+    static_out = step(model, static_x, "out.pt")
+''',
+    )
+    valid = (
+        '''
+import torch
+
+def step(model, x):
+    return model(x)
+
+with torch.cuda.graph(g):
+    static_out = step(model, static_x)
+g.replay()
+torch.save(static_out, "out.pt")
+''',
+    )
+
+    def check(self, node, ctx):
+        if ctx.call_name(node) in ctx.api.host_effect.file_io:
+            yield Hit(node, {"expr": code_of(node)})
+            return
+        method = ctx.method(node)
+        if method is not None and method[1] in ctx.api.host_effect.summary_writer_methods:
+            if ctx.value(method[0]).tag == "summary_writer":
+                yield Hit(node, {"expr": code_of(node)})
+
+
+def _outlives_call(target: cst.BaseExpression, ctx) -> bool:
+    """`self.x` or a module global: state that outlives the call (a local list does not)."""
+    if isinstance(target, cst.Attribute):
+        base = target.value
+        return isinstance(base, cst.Name) and bool(ctx.function.params) and ctx.function.is_method and base.value == ctx.function.params[0].name.value
+    if isinstance(target, cst.Name):
+        return not ctx.is_local(target.value) or ctx.declared_global(target.value)
+    return False
+
+
+class HostContainerMutation(Rule):
+    code = "CG504"
+    name = "host-container-mutation-in-capture"
+    category = "host-effect"
+    severity = "warning"
+    summary = "Appends to or assigns into a list or dict on `self` or a module global from code reached by a capture."
+    message = "`{expr}` " + _ONCE + ": `{container}` gets one entry at capture and none on replay"
+    fix_hint = "Write into a preallocated device tensor (`buf[i].copy_(x)`), or collect results after replay()."
+    why = """A list or dict that outlives the call is host state. Captured code appends to it
+    once, at capture; replays do not run Python, so the history, cache or bookkeeping it
+    holds stops growing while the GPU work goes on. Code written directly in the capture
+    block (registering static outputs) is not reported: it runs once on purpose."""
+    nodes = (cst.Call, cst.Assign)
+    invalid = (
+        '''
+import torch
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 8)
+        self.history = []
+
+    def forward(self, x):
+        y = self.proj(x)
+        self.history.append(y.detach())  # expect: CG504
+        return y
+
+model = Model()
+with torch.cuda.graph(g):
+    static_y = model(static_x)
+''',
+    )
+    valid = (
+        '''
+import torch
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        parts = []
+        for _ in range(2):
+            parts.append(self.proj(x))
+        return torch.stack(parts)
+
+model = Model()
+outputs = {}
+with torch.cuda.graph(g):
+    outputs["y"] = model(static_x)
+history = []
+for _ in range(3):
+    g.replay()
+    history.append(outputs["y"].clone())
+''',
+    )
+
+    def check(self, node, ctx):
+        if ctx.in_capture_block:
+            return  # the capture block itself registers static outputs on purpose
+        if isinstance(node, cst.Call):
+            method = ctx.method(node)
+            if method is None or method[1] not in ctx.api.host_effect.container_methods:
+                return
+            container = method[0]
+        else:
+            subscripts = [t.target for t in node.targets if isinstance(t.target, cst.Subscript)]
+            if not subscripts:
+                return
+            container = subscripts[0].value
+        if _outlives_call(container, ctx) and ctx.value(container).kind == Kind.HOST:
+            yield Hit(node, {"expr": code_of(node), "container": code_of(container)})
+
+
+class HostCounter(Rule):
+    code = "CG505"
+    name = "host-counter-in-capture"
+    category = "host-effect"
+    severity = "warning"
+    summary = "Updates a Python counter on `self` or a global from code reached by a capture (`self.step += 1`)."
+    message = "`{expr}` " + _ONCE + ": `{counter}` stops counting while replays go on"
+    fix_hint = "Count outside the graph (increment after each replay()), or keep the counter in a device tensor updated in place (`steps.add_(1)`)."
+    why = """A Python counter is host state. Incremented inside captured code, it advances
+    once, at capture, and then stands still: step counts, schedules and `every N steps`
+    logic read a stale number while the GPU keeps running. A counter held in a device
+    tensor and updated in place (`self.steps += 1` on a tensor) is captured and is fine."""
+    nodes = (cst.AugAssign, cst.Assign)
+    invalid = (
+        '''
+import torch
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 8)
+        self.num_calls = 0
+
+    def forward(self, x):
+        self.num_calls += 1  # expect: CG505
+        return self.proj(x)
+
+model = Model()
+with torch.cuda.graph(g):
+    static_y = model(static_x)
+''',
+    )
+    valid = (
+        '''
+import torch
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 8)
+        self.steps = torch.zeros((), dtype=torch.long, device="cuda")
+
+    def forward(self, x):
+        self.steps += 1
+        return self.proj(x)
+
+model = Model()
+num_calls = 0
+with torch.cuda.graph(g):
+    static_y = model(static_x)
+for _ in range(3):
+    g.replay()
+    num_calls += 1
+''',
+    )
+
+    def check(self, node, ctx):
+        if ctx.in_capture_block:
+            return
+        if isinstance(node, cst.AugAssign):
+            target = node.target
+        else:
+            target = node.targets[0].target if len(node.targets) == 1 else None
+            # `self.n = self.n + 1`: a counter written out in full.
+            if target is None or not isinstance(node.value, cst.BinaryOperation) or code_of(node.value.left) != code_of(target):
+                return
+        if not isinstance(target, (cst.Attribute, cst.Name)) or not _outlives_call(target, ctx):
+            return
+        if isinstance(target, cst.Name) and not ctx.declared_global(target.value):
+            return
+        value = ctx.value(target)
+        if value.kind == Kind.HOST:  # a device tensor counter updated in place is captured
+            yield Hit(node, {"expr": code_of(node), "counter": code_of(target)})
+
+
+class TimerInCapture(Rule):
+    code = "CG506"
+    name = "timer-in-capture"
+    category = "host-effect"
+    severity = "warning"
+    summary = "Reads a host clock or sleeps in captured code: `time.time()`, `perf_counter()`, `time.sleep()`."
+    message = "`{expr}` " + _ONCE + ": the time is read at capture and replays reuse nothing of it"
+    fix_hint = "Time replays from outside the graph (around replay(), with torch.cuda.Event timing)."
+    why = """Host clocks run on the CPU. Inside a captured region they are read once, while
+    the graph is being recorded (when nothing runs on the GPU yet); a timing or a
+    rate computed from them measures capture, and any time value baked into a kernel
+    argument stays the capture-time value."""
+    nodes = (cst.Call,)
+    invalid = (
+        '''
+import time
+import torch
+
+def step(model, x):
+    start = time.perf_counter()  # expect: CG506
+    out = model(x)
+    return out
+
+with torch.cuda.graph(g):
+    static_out = step(model, static_x)
+''',
+    )
+    valid = (
+        '''
+import time
+import torch
+
+def step(model, x):
+    return model(x)
+
+with torch.cuda.graph(g):
+    static_out = step(model, static_x)
+start = time.perf_counter()
+g.replay()
+torch.cuda.synchronize()
+elapsed = time.perf_counter() - start
+''',
+    )
+
+    def check(self, node, ctx):
+        if ctx.call_name(node) in ctx.api.host_effect.timers:
+            yield Hit(node, {"expr": code_of(node)})
+
+
+class ProgressBarInCapture(Rule):
+    code = "CG507"
+    name = "progress-bar-in-capture"
+    category = "host-effect"
+    severity = "warning"
+    summary = "Creates or updates a progress bar (`tqdm`) in captured code."
+    message = "`{expr}` " + _ONCE + ": the progress bar moves at capture and then freezes"
+    fix_hint = "Drive the progress bar from the replay loop, outside the graph."
+    why = """A progress bar is host output. Updated from captured code it advances once, at
+    capture; replays do not run Python, so it never moves again."""
+    fix_safety = "Safe: progress output changes no value computed on the GPU."
+    nodes = (cst.Call,)
+    invalid = (
+        '''
+import torch
+from tqdm import tqdm
+
+def run_layers(layers, x):
+    for layer in tqdm(layers):  # expect: CG507
+        x = layer(x)
+    return x
+
+with torch.cuda.graph(g):
+    static_out = run_layers(layers, static_x)
+''',
+    )
+    valid = (
+        '''
+import torch
+from tqdm import tqdm
+
+def run_layers(layers, x):
+    for layer in layers:
+        x = layer(x)
+    return x
+
+with torch.cuda.graph(g):
+    static_out = run_layers(layers, static_x)
+for _ in tqdm(range(100)):
+    g.replay()
+''',
+    )
+
+    def check(self, node, ctx):
+        if ctx.value(node).tag == "progress_bar" and ctx.call_name(node) in ctx.api.objects:
+            yield Hit(node, {"expr": code_of(node)})
+            return
+        method = ctx.method(node)
+        if method is not None and method[1] in ctx.api.host_effect.progress_bar_methods:
+            if ctx.value(method[0]).tag == "progress_bar":
+                yield Hit(node, {"expr": code_of(node)})
+
+
+RULES = (PrintInCapture, LoggingInCapture, FileIOInCapture, HostContainerMutation, HostCounter, TimerInCapture, ProgressBarInCapture)

@@ -1,0 +1,1064 @@
+"""setup (CG90x) and memory (CG95x): how a capture is prepared, and what it costs.
+
+setup: warmup before capture, autocast caching, activation checkpointing, capturable
+optimizers, module hooks, DDP, compiled functions and capture-only branches. Each
+of these either fails capture or makes the captured path differ from eager.
+
+memory: private pools per capture, the order in which a shared pool is filled,
+empty_cache around captures, and static outputs kept across replays.
+"""
+from __future__ import annotations
+
+from typing import Iterator, Optional
+
+import libcst as cst
+
+from cglint.engine.captures import capture_method
+from cglint.engine.syntax import assigned_names, code_of, descendants, dotted_name, is_true, keyword, positional
+from cglint.rule import CAPTURE, REPLAY, Hit, Rule
+
+def _manual(capture) -> bool:
+    """Captures that do no warmup of their own (make_graphed_callables and torch.compile do)."""
+    return capture is not None and (capture.kind in ("torch.cuda.graph", "capture_begin") or capture.kind.startswith("capture helper"))
+
+
+def _calls(statements) -> Iterator[cst.Call]:
+    for stmt in statements:
+        for node in [stmt, *descendants(stmt)]:
+            if isinstance(node, cst.Call):
+                yield node
+
+
+def _is_false(node: Optional[cst.BaseExpression]) -> bool:
+    return isinstance(node, cst.Name) and node.value == "False"
+
+
+# --- warmup evidence ---------------------------------------------------------------
+def _roots(expr: cst.BaseExpression) -> Iterator[cst.Name]:
+    """Names an expression reads at its root (`model` in `model.encoder(x)`, not `encoder`)."""
+    stack = [expr]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Name):
+            yield current
+        elif isinstance(current, cst.Attribute):
+            stack.append(current.value)
+        elif isinstance(current, cst.Call):
+            stack.append(current.func)
+            stack.extend(a.value for a in current.args)
+        elif isinstance(current, cst.Subscript):
+            stack.append(current.value)
+        elif isinstance(current, (cst.Tuple, cst.List)):
+            stack.extend(e.value for e in current.elements)
+
+
+def _entries(capture, ctx) -> list[cst.Call]:
+    """Calls in the capture block of project code or of objects made before it (`model(x)`,
+    `train_step(...)`, `self.runner.step()`); torch ops and tensor methods need no warmup."""
+    found = []
+    for call in _calls(ctx.region_statements(capture)):
+        if dotted_name(call.func) is None or capture_method(call) is not None:
+            continue
+        root = ctx.value(next(_roots(call.func)))
+        # Project code, modules, optimizers, compiled functions: what lazily initializes on
+        # a first call. Streams, events and tensors (`x.sum()`) have nothing to warm up.
+        if ctx.value(call.func).targets or root.targets or root.tag in _WARMABLE:
+            found.append(call)
+    return found
+
+
+_WARMABLE = ("module", "module_container", "compiled", "ddp", "optimizer")
+
+
+def _bound(statements, imports: bool = True) -> set[str]:
+    """Names the statements bind (assignments, loops, with-as, defs, and imports if asked)."""
+    names: set[str] = set()
+    for stmt in statements:
+        for node in [stmt, *descendants(stmt)]:
+            if isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For)):
+                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+                names.update(leaf.value for t in targets for leaf in assigned_names(t) if isinstance(leaf, cst.Name))
+            elif isinstance(node, cst.AsName) and isinstance(node.name, cst.Name):
+                names.add(node.name.value)
+            elif isinstance(node, cst.ImportAlias) and imports:
+                names.add((dotted_name(node.name) or "").split(".")[0])
+            elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+                names.add(node.name.value)
+    return names
+
+
+def _whole_story(entries: list[cst.Call], before: list, ctx) -> bool:
+    """Whether every object the capture block's calls use is created in the statements before
+    it: then no earlier code (a caller, another cell) can have warmed them up, and a missing
+    warmup is certain. Parameters, `self` and globals set elsewhere make it unknown;
+    project functions and imports are code, not state, and do not."""
+    bound = _bound(before) | _bound(ctx.region_statements())
+    for call in _calls(ctx.region_statements()):
+        for root in _roots(call):
+            if root.value not in bound and ctx.qualname(root) is None:
+                return False
+    return bool(entries)
+
+
+def _warmup_calls(entries: list[cst.Call], before: list) -> list[cst.Call]:
+    """Calls before the capture that run what it captures: the same callee, a helper given
+    it (`warmup(model, x)`), or anything named like a warmup."""
+    wanted = {code_of(c.func) for c in entries}
+    wanted |= {code_of(c.func.value) for c in entries if isinstance(c.func, cst.Attribute)}
+    found = []
+    for call in _calls(before):
+        func = code_of(call.func)
+        if func in wanted or "warm" in func.lower() or any(code_of(a.value) in wanted for a in call.args):
+            found.append(call)
+    return found
+
+
+def _on_side_stream(call: cst.Call, function, ctx) -> bool:
+    for outer in ctx.enclosing(call, function):
+        if isinstance(outer, cst.With) and any(
+            isinstance(i.item, cst.Call) and ctx.call_name(i.item) in ctx.api.streams.context for i in outer.items
+        ):
+            return True
+    return False
+
+
+def _compiled(call: cst.Call, ctx) -> bool:
+    """A call of a torch.compile'd function or module (`torch.compile(f)`, `@torch.compile`)."""
+    callee = ctx.value(call.func)
+    if callee.tag == "compiled":
+        return True
+    for target in callee.targets:
+        node = getattr(target, "node", None)
+        if isinstance(node, cst.FunctionDef):
+            for decorator in node.decorators:
+                expr = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
+                if ctx.qualname(expr) in ctx.api.capture.compile:
+                    return True
+    return False
+
+
+class CaptureWithoutWarmup(Rule):
+    code = "CG901"
+    name = "capture-without-warmup"
+    category = "setup"
+    severity = "error"
+    summary = "Captures work that never ran before: no warmup of the captured calls precedes `with torch.cuda.graph(...)` / `capture_begin()`."
+    message = "`{call}` is captured without ever running before; lazy initialization (cuBLAS/cuDNN workspaces, autotuning, autograd state) then happens inside the capture"
+    fix_hint = "Run the captured work a few times on a side stream before capture: `s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())`, `with torch.cuda.stream(s): for _ in range(3): step()`, then `torch.cuda.current_stream().wait_stream(s)`."
+    why = """The first call of a model or a training step initializes libraries and caches:
+    cuBLAS and cuDNN handles and workspaces, autotuning, optimizer state, gradient
+    buffers. Done during capture, these allocations and synchronizations are illegal or
+    get recorded into the graph. PyTorch's documentation requires a warmup on a side
+    stream before capturing. Reported only when the capture block's callables are all
+    created in the same function, so no earlier code could have warmed them up."""
+    scope = CAPTURE
+    nodes = (cst.With, cst.Call)
+    invalid = (
+        '''
+import torch
+
+def main():
+    model = torch.nn.Linear(64, 64).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    static_x = torch.randn(32, 64, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):  # expect: CG901
+        loss = model(static_x).square().mean()
+        loss.backward()
+    for _ in range(10):
+        g.replay()
+        opt.step()
+''',
+    )
+    valid = (
+        '''
+import torch
+
+def main():
+    model = torch.nn.Linear(64, 64).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    static_x = torch.randn(32, 64, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            model(static_x).square().mean().backward()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        loss = model(static_x).square().mean()
+        loss.backward()
+    for _ in range(10):
+        g.replay()
+        opt.step()
+''',
+    )
+
+    def check(self, node, ctx):
+        capture = ctx.capture
+        if not _manual(capture):
+            return
+        before = ctx.site_before()
+        entries = _entries(capture, ctx)
+        if not entries or any(_compiled(c, ctx) for c in entries):
+            return  # nothing of the project to warm up, or a compiled call: CG908 says more
+        if _whole_story(entries, before, ctx) and not _warmup_calls(entries, before):
+            yield Hit(node, {"call": code_of(entries[0])})
+
+
+class WarmupOnDefaultStream(Rule):
+    code = "CG902"
+    name = "warmup-on-default-stream"
+    category = "setup"
+    severity = "error"
+    summary = "Warms up a captured backward pass on the default stream instead of a side stream."
+    message = "the warmup `{call}` runs on the default stream, but the capture records a backward pass; autograd keeps the warmup's stream and pulls the default stream into the capture"
+    fix_hint = "Run the warmup iterations inside `with torch.cuda.stream(side):` (after `side.wait_stream(torch.cuda.current_stream())`), then `torch.cuda.current_stream().wait_stream(side)`."
+    why = """Autograd runs each backward op on the stream its forward ran on. After a warmup on
+    the default stream, the captured backward makes the capturing stream wait on the
+    default (legacy) stream, a dependency on uncaptured work that invalidates the capture.
+    PyTorch's documentation asks for warmup on a side stream for this reason."""
+    scope = CAPTURE
+    nodes = (cst.With, cst.Call)
+    invalid = (
+        '''
+import torch
+
+def main():
+    model = torch.nn.Linear(64, 64).cuda()
+    static_x = torch.randn(32, 64, device="cuda")
+    for _ in range(3):
+        model(static_x).sum().backward()  # expect: CG902
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        model(static_x).sum().backward()
+''',
+    )
+    valid = (
+        '''
+import torch
+
+def main():
+    model = torch.nn.Linear(64, 64).cuda()
+    static_x = torch.randn(32, 64, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            model(static_x).sum().backward()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        model(static_x).sum().backward()
+''',
+    )
+
+    def check(self, node, ctx):
+        capture = ctx.capture
+        if not _manual(capture) or capture.host is None:
+            return
+        if ".backward" not in capture.calls and not capture.calls & ctx.api.setup.backward:
+            return
+        before = ctx.site_before()
+        entries = _entries(capture, ctx)
+        warm = _warmup_calls(entries, before)
+        wanted = {code_of(c.func) for c in entries}
+        direct = [c for c in warm if code_of(c.func) in wanted]
+        # Warmup through a helper (`warmup(model, x)`) may use a side stream: only direct calls count.
+        if direct and len(direct) == len(warm) and not any(_on_side_stream(c, capture.host, ctx) for c in direct):
+            yield Hit(direct[0], {"call": code_of(direct[0])})
+
+
+def _caching_autocast(node: cst.CSTNode, function, ctx) -> Optional[cst.Call]:
+    """The `torch.autocast(...)` around `node` whose weight-cast cache is on (no cache_enabled=False)."""
+    for outer in ctx.enclosing(node, function):
+        if not isinstance(outer, cst.With):
+            continue
+        for item in outer.items:
+            call = item.item
+            if isinstance(call, cst.Call) and ctx.call_name(call) in ctx.api.setup.autocast:
+                if _is_false(keyword(call, "cache_enabled")) or _is_false(keyword(call, "enabled")):
+                    continue
+                device = keyword(call, "device_type") or (positional(call)[0] if positional(call) else None)
+                if device is not None and code_of(device).strip("'\"") == "cpu":
+                    continue
+                return call
+    return None
+
+
+class AutocastCacheAroundCapture(Rule):
+    code = "CG903"
+    name = "capture-inside-caching-autocast"
+    category = "setup"
+    severity = "warning"
+    summary = "Captures a graph inside `torch.autocast(...)` without `cache_enabled=False`."
+    message = "this capture runs inside `{autocast}`, whose cache keeps the low-precision weight copies made before capture; the graph reads those copies, which go stale when the weights change (and are freed when autocast exits)"
+    fix_hint = "Pass `cache_enabled=False` to the autocast around the capture (and around its warmup)."
+    why = """Autocast caches the fp16/bf16 copy of each weight for as long as the outermost
+    autocast block is open. A capture inside that block does not cast the weights again:
+    the graph reads the cached copies made during warmup. After an optimizer step the
+    replays keep using the old weights, and when the autocast block exits the copies are
+    freed while the graph still reads them. Results diverge from eager silently."""
+    scope = CAPTURE
+    nodes = (cst.With, cst.Call)
+    invalid = (
+        '''
+import torch
+
+with torch.autocast("cuda", dtype=torch.float16):
+    for _ in range(3):
+        static_y = model(static_x)
+    with torch.cuda.graph(g):  # expect: CG903
+        static_y = model(static_x)
+''',
+    )
+    valid = (
+        '''
+import torch
+
+with torch.autocast("cuda", dtype=torch.float16, cache_enabled=False):
+    for _ in range(3):
+        static_y = model(static_x)
+    with torch.cuda.graph(g):
+        static_y = model(static_x)
+''',
+    )
+
+    def check(self, node, ctx):
+        capture = ctx.capture
+        if _manual(capture):
+            autocast = _caching_autocast(node, ctx.function, ctx)
+            if autocast is not None:
+                yield Hit(node, {"autocast": code_of(autocast)})
+
+
+class AutocastCacheGraphedCallables(Rule):
+    code = "CG910"
+    name = "graphed-callables-inside-caching-autocast"
+    category = "setup"
+    severity = "error"
+    summary = "Calls `make_graphed_callables` inside `torch.autocast(...)` without `cache_enabled=False`."
+    message = "`{expr}` runs inside `{autocast}` with its cast cache on; make_graphed_callables refuses this (`make_graphed_callables does not support the autocast caching`)"
+    fix_hint = "Pass `cache_enabled=False` to the autocast that surrounds graphing (and later replays)."
+    why = """The forward and backward graphs of make_graphed_callables are captured separately;
+    cached weight casts made while capturing the forward would be freed before the
+    backward graph replays. PyTorch checks for an active autocast cache and raises."""
+    scope = CAPTURE
+    nodes = (cst.Call,)
+    invalid = (
+        '''
+import torch
+
+model = torch.nn.Linear(16, 16).cuda()
+sample = torch.randn(8, 16, device="cuda")
+with torch.autocast("cuda", dtype=torch.float16):
+    graphed = torch.cuda.make_graphed_callables(model, (sample,))  # expect: CG910
+''',
+    )
+    valid = (
+        '''
+import torch
+
+model = torch.nn.Linear(16, 16).cuda()
+sample = torch.randn(8, 16, device="cuda")
+with torch.autocast("cuda", dtype=torch.float16, cache_enabled=False):
+    graphed = torch.cuda.make_graphed_callables(model, (sample,))
+''',
+    )
+
+    def check(self, node, ctx):
+        capture = ctx.capture
+        if capture is not None and capture.kind == "make_graphed_callables":
+            autocast = _caching_autocast(node, ctx.function, ctx)
+            if autocast is not None:
+                yield Hit(node, {"expr": code_of(node), "autocast": code_of(autocast)})
+
+
+class CheckpointRngState(Rule):
+    code = "CG904"
+    name = "checkpoint-preserves-rng-in-capture"
+    category = "setup"
+    severity = "error"
+    summary = "Calls `torch.utils.checkpoint.checkpoint` in captured code without `preserve_rng_state=False`."
+    message = "`{expr}` saves and restores the CUDA RNG state, which PyTorch refuses during capture (`Cannot call CUDAGeneratorImpl::current_seed during CUDA graph capture`)"
+    fix_hint = "Pass `preserve_rng_state=False` (and use dropout-free recomputation or graph-safe RNG), or skip checkpointing while capturing."
+    why = """With preserve_rng_state=True (the default), checkpoint reads the CUDA generator's
+    seed and offset before the forward and restores them before recomputing. Both are
+    refused while a graph is capturing, so capture fails."""
+    nodes = (cst.Call,)
+    invalid = (
+        '''
+import torch
+from torch.utils.checkpoint import checkpoint
+
+def forward(block, x):
+    return checkpoint(block, x, use_reentrant=False)  # expect: CG904
+
+with torch.cuda.graph(g):
+    static_out = forward(block, static_x)
+''',
+    )
+    valid = (
+        '''
+import torch
+from torch.utils.checkpoint import checkpoint
+
+def forward(block, x):
+    return checkpoint(block, x, use_reentrant=False, preserve_rng_state=False)
+
+with torch.cuda.graph(g):
+    static_out = forward(block, static_x)
+''',
+    )
+
+    def check(self, node, ctx):
+        if ctx.call_name(node) in ctx.api.setup.checkpoint and not _is_false(keyword(node, "preserve_rng_state")):
+            yield Hit(node, {"expr": code_of(node)})
+
+
+class OptimizerNotCapturable(Rule):
+    code = "CG905"
+    name = "optimizer-not-capturable"
+    category = "setup"
+    severity = "error"
+    summary = "Captures `optimizer.step()` of an optimizer built without `capturable=True`."
+    message = "`{expr}` steps `{optimizer}`, built without capturable=True; PyTorch refuses to capture it (`Attempting CUDA graph capture of step() ... but param_groups' capturable is False`)"
+    fix_hint = "Build the optimizer with `capturable=True` (its step counters then live on the device)."
+    why = """Optimizers such as Adam keep their step count on the host unless capturable=True,
+    and their step() checks for capture and raises. With capturable=True the state stays
+    on the device and every replay advances it."""
+    fix_safety = "Safe: capturable=True computes the same update, with the step count on the device."
+    nodes = (cst.Call,)
+    invalid = (
+        '''
+import torch
+
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+with torch.cuda.graph(g):
+    loss = model(static_x).sum()
+    loss.backward()
+    opt.step()  # expect: CG905
+''',
+    )
+    valid = (
+        '''
+import torch
+
+opt = torch.optim.Adam(model.parameters(), lr=1e-3, capturable=True)
+with torch.cuda.graph(g):
+    loss = model(static_x).sum()
+    loss.backward()
+    opt.step()
+''',
+    )
+
+    def check(self, node, ctx):
+        method = ctx.method(node)
+        if method is None or method[1] != "step":
+            return
+        optimizer = ctx.value(method[0])
+        if optimizer.tag != "optimizer" or optimizer.origin is None:
+            return
+        if optimizer.origin.qualname not in ctx.api.setup.capturable_optimizers:
+            return
+        flag = keyword(optimizer.origin.call, "capturable")
+        if flag is None or _is_false(flag):
+            yield Hit(node, {"expr": code_of(node), "optimizer": code_of(method[0])})
+
+
+class HooksOnGraphedModule(Rule):
+    code = "CG906"
+    name = "hooks-on-graphed-module"
+    category = "setup"
+    severity = "error"
+    summary = "Passes a module with forward or backward hooks registered on it to `make_graphed_callables`."
+    message = "`{module}` has a hook registered (`{hook}`); make_graphed_callables refuses modules with hooks (`Modules must not have hooks registered at the time they are passed`)"
+    fix_hint = "Register hooks after graphing on submodules that are not graphed, or remove them (`handle.remove()`) before calling make_graphed_callables."
+    why = """make_graphed_callables replaces the module's forward with graph replays; hooks
+    would run once at capture and never again, so it checks that the module has no
+    forward, forward-pre or backward hooks and raises."""
+    scope = CAPTURE
+    nodes = (cst.Call,)
+    invalid = (
+        '''
+import torch
+
+model = torch.nn.Linear(16, 16).cuda()
+handle = model.register_forward_hook(lambda m, i, o: None)
+sample = torch.randn(8, 16, device="cuda")
+graphed = torch.cuda.make_graphed_callables(model, (sample,))  # expect: CG906
+''',
+    )
+    valid = (
+        '''
+import torch
+
+model = torch.nn.Linear(16, 16).cuda()
+handle = model.register_forward_hook(lambda m, i, o: None)
+handle.remove()
+sample = torch.randn(8, 16, device="cuda")
+graphed = torch.cuda.make_graphed_callables(model, (sample,))
+''',
+    )
+
+    def check(self, node, ctx):
+        capture = ctx.capture
+        if capture is None or capture.kind != "make_graphed_callables" or not positional(node):
+            return
+        first = positional(node)[0]
+        modules = {code_of(e.value) for e in first.elements} if isinstance(first, (cst.Tuple, cst.List)) else {code_of(first)}
+        before = ctx.before(node)
+        removed = {code_of(c.func.value) for c in _calls(before) if isinstance(c.func, cst.Attribute) and c.func.attr.value == "remove"}
+        for stmt in before:
+            for call in _calls([stmt]):
+                func = call.func
+                if isinstance(func, cst.Attribute) and func.attr.value in ctx.api.setup.hook_methods and code_of(func.value) in modules:
+                    handles = [code_of(t.target) for t in stmt.body[0].targets] if _is_assign(stmt) else []
+                    if not any(h in removed for h in handles):
+                        yield Hit(node, {"module": code_of(func.value), "hook": code_of(call)})
+                        return
+
+
+def _is_assign(stmt) -> bool:
+    return isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign)
+
+
+class DdpCaptureSetup(Rule):
+    code = "CG907"
+    name = "ddp-capture-setup"
+    category = "setup"
+    severity = "error"
+    summary = "Graphs a DistributedDataParallel model without the documented setup: DDP built on a side stream and at least 11 warmup iterations."
+    message = "`{expr}` graphs a DDP model {problem}; DDP's first iterations still allocate buckets and record timing events, which fails or corrupts the capture"
+    fix_hint = "Set TORCH_NCCL_ASYNC_ERROR_HANDLING=0, build DDP inside `with torch.cuda.stream(side):`, and warm up at least 11 iterations (`num_warmup_iters=11`)."
+    why = """DDP does lazy work in its first iterations (bucket rebuilding, runtime statistics
+    with CUDA timing events) and the NCCL watchdog polls events. PyTorch's documentation
+    for capturing DDP asks for async error handling off, the DDP constructor run on a side
+    stream, and 11 eager warmup iterations before capture."""
+    scope = CAPTURE
+    nodes = (cst.Call,)
+    invalid = (
+        '''
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+model = DistributedDataParallel(torch.nn.Linear(16, 16).cuda())
+sample = torch.randn(8, 16, device="cuda")
+graphed = torch.cuda.make_graphed_callables(model, (sample,))  # expect: CG907
+''',
+    )
+    valid = (
+        '''
+import os
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "0"
+side = torch.cuda.Stream()
+with torch.cuda.stream(side):
+    model = DistributedDataParallel(torch.nn.Linear(16, 16).cuda())
+torch.cuda.current_stream().wait_stream(side)
+sample = torch.randn(8, 16, device="cuda")
+graphed = torch.cuda.make_graphed_callables(model, (sample,), num_warmup_iters=11)
+''',
+    )
+
+    def check(self, node, ctx):
+        capture = ctx.capture
+        if capture is None or capture.kind != "make_graphed_callables" or not positional(node):
+            return
+        first = positional(node)[0]
+        for module in [e.value for e in first.elements] if isinstance(first, (cst.Tuple, cst.List)) else [first]:
+            value = ctx.value(module)
+            if value.tag != "ddp" or value.origin is None:
+                continue
+            problems = []
+            iters = keyword(node, "num_warmup_iters")
+            count = ctx.value(iters).const if iters is not None else 3
+            if isinstance(count, int) and count < 11:
+                problems.append(f"with {count} warmup iterations (DDP needs 11)")
+            if not _on_side_stream(value.origin.call, value.origin.function, ctx):
+                problems.append("built on the default stream")
+            if problems:
+                yield Hit(node, {"expr": code_of(node), "problem": " and ".join(problems)})
+                return
+
+
+class CompiledFirstCalledInCapture(Rule):
+    code = "CG908"
+    name = "compiled-function-first-called-in-capture"
+    category = "setup"
+    severity = "error"
+    summary = "Calls a `torch.compile`d function for the first time inside a manual capture."
+    message = "`{expr}` compiles on its first call, which happens inside the capture; compilation reads RNG state and copies host data, which capture refuses"
+    fix_hint = "Call the compiled function with the same shapes before capture (on the warmup side stream), so it is compiled when the capture runs."
+    why = """torch.compile traces and compiles on the first call. Dynamo saves and restores the
+    CUDA RNG state around tracing, and Inductor may autotune or copy host data: all of
+    it is illegal during capture, so a first call inside `torch.cuda.graph` fails
+    (pytorch issues 131782, 185074). Reported only when the capture block's callables
+    are all created in the same function and none ran before."""
+    scope = CAPTURE
+    nodes = (cst.With, cst.Call)
+    invalid = (
+        '''
+import torch
+
+def main():
+    layer = torch.compile(torch.nn.Linear(16, 16).cuda())
+    static_x = torch.randn(8, 16, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        static_y = layer(static_x)  # expect: CG908
+''',
+    )
+    valid = (
+        '''
+import torch
+
+def main():
+    layer = torch.compile(torch.nn.Linear(16, 16).cuda())
+    static_x = torch.randn(8, 16, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            layer(static_x)
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        static_y = layer(static_x)
+''',
+    )
+
+    def check(self, node, ctx):
+        capture = ctx.capture
+        if not _manual(capture):
+            return
+        before = ctx.site_before()
+        entries = _entries(capture, ctx)
+        compiled = [c for c in entries if _compiled(c, ctx)]
+        if compiled and _whole_story(entries, before, ctx) and not _warmup_calls(entries, before):
+            yield Hit(compiled[0], {"expr": code_of(compiled[0])})
+
+
+def _does_work(statements, ctx) -> bool:
+    """Statements that compute something: not only raise, pass, assert or log, and not only
+    allocate a placeholder (vLLM's all-reduce returns `torch.empty_like(x)` while warming up
+    to mimic the captured allocation; its result is never used)."""
+    for stmt in statements:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                value = getattr(small, "value", None)
+                if isinstance(value, cst.Call) and (ctx.call_name(value) or "").rsplit(".", 1)[-1] in ("empty", "empty_like", "new_empty"):
+                    continue
+                if isinstance(small, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                    return True
+                if isinstance(small, cst.Return) and small.value is not None and code_of(small.value) != "None":
+                    return True
+                if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+                    name = code_of(small.value.func).rsplit(".", 1)[-1]
+                    if name not in ("print", "warn", "debug", "info", "warning", "error", "log"):
+                        return True
+        elif isinstance(stmt, cst.BaseCompoundStatement):
+            return True
+    return False
+
+
+class CaptureOnlyBranch(Rule):
+    code = "CG909"
+    name = "capture-dependent-branch"
+    category = "setup"
+    severity = "warning"
+    summary = "Branches on `torch.cuda.is_current_stream_capturing()` with different work on each side, so the captured path differs from the eager one."
+    message = "`{expr}` makes the captured code run another path than eager execution (and warmup); replays give what the capture-only branch computes"
+    fix_hint = "Make both paths compute the same result (e.g. only skip host-side checks when capturing), or test the captured path against eager."
+    why = """Code that asks whether it is being captured records the capture-only branch into
+    the graph, while warmup and eager runs take the other one. Unless both compute the
+    same thing, replays silently differ from eager execution. Guards that only skip a
+    check or raise while capturing are not reported."""
+    nodes = (cst.If, cst.IfExp)
+    invalid = (
+        '''
+import torch
+
+def rms_norm(x, weight, eps):
+    if torch.cuda.is_current_stream_capturing():  # expect: CG909
+        return x * weight
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+with torch.cuda.graph(g):
+    static_out = rms_norm(static_x, static_w, 1e-6)
+''',
+    )
+    valid = (
+        '''
+import torch
+
+def rms_norm(x, weight, eps):
+    if not torch.cuda.is_current_stream_capturing():
+        assert x.shape[-1] == weight.shape[0]
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+with torch.cuda.graph(g):
+    static_out = rms_norm(static_x, static_w, 1e-6)
+''',
+    )
+
+    def check(self, node, ctx):
+        if not any(isinstance(n, cst.Call) and ctx.call_name(n) in ctx.api.setup.capturing_checks for n in [node.test, *descendants(node.test)]):
+            return
+        if isinstance(node, cst.IfExp):
+            yield Hit(node.test, {"expr": code_of(node.test)})
+            return
+        body = list(node.body.body)
+        if node.orelse is not None:
+            other = [node.orelse] if isinstance(node.orelse, cst.If) else list(node.orelse.body.body)
+        elif body and _returns(body[-1]):
+            other = ctx.after(node)  # `if capturing: return fast(x)` then the eager path
+        else:
+            other = []
+        if _does_work(body, ctx) and _does_work(other, ctx):
+            yield Hit(node.test, {"expr": code_of(node.test)})
+
+
+def _returns(stmt) -> bool:
+    return isinstance(stmt, cst.SimpleStatementLine) and any(isinstance(s, cst.Return) for s in stmt.body)
+
+
+# --- memory ----------------------------------------------------------------------------
+def _capture_call(node: cst.CSTNode) -> Optional[cst.Call]:
+    """The call that opens the capture at a site: the `with` item, or capture_begin()."""
+    if isinstance(node, cst.With):
+        item = node.items[0].item
+        return item if isinstance(item, cst.Call) else None
+    return node if isinstance(node, cst.Call) else None
+
+
+def _pool_given(call: cst.Call, ctx) -> Optional[bool]:
+    """True/False whether the capture shares a pool; None when it cannot be told (a helper without `pool`)."""
+    if keyword(call, "pool") is not None:
+        return True
+    name = ctx.call_name(call)
+    if name in ctx.api.capture.graph_context:
+        return len(positional(call)) >= 2
+    if capture_method(call) == "begin":
+        return bool(positional(call))
+    helpers = [t for t in ctx.value(call.func).targets if hasattr(t, "params")]
+    if helpers and any(p.name.value == "pool" for p in helpers[0].params):
+        return False
+    return None
+
+
+def _loop(node: cst.CSTNode, ctx) -> Optional[cst.CSTNode]:
+    for outer in ctx.enclosing(node):
+        if isinstance(outer, (cst.For, cst.While)):
+            return outer
+    return None
+
+
+class CapturesWithoutSharedPool(Rule):
+    code = "CG951"
+    name = "captures-without-shared-pool"
+    category = "memory"
+    severity = "info"
+    summary = "Captures graphs in a loop (one per batch size) without a shared `pool=`."
+    message = "each capture in this loop gets its own private memory pool; `{expr}` reserves memory per graph that sequentially replayed graphs could share"
+    fix_hint = "Share one pool: `pool = torch.cuda.graph_pool_handle()` before the loop and `torch.cuda.graph(g, pool=pool)` (capture the largest size first)."
+    why = """Every capture without `pool=` allocates a private memory pool that stays reserved
+    as long as its graph lives. Graphs that are replayed one at a time (one per batch
+    size) can share a pool, which keeps reserved memory near the largest graph instead of
+    the sum of all of them."""
+    scope = CAPTURE
+    nodes = (cst.With, cst.Call)
+    invalid = (
+        '''
+import torch
+
+graphs = {}
+for bs in (64, 32, 16, 8):
+    graphs[bs] = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graphs[bs]):  # expect: CG951
+        static_out = static_x[:bs] * 2
+''',
+    )
+    valid = (
+        '''
+import torch
+
+graphs = {}
+pool = torch.cuda.graph_pool_handle()
+for bs in (64, 32, 16, 8):
+    graphs[bs] = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graphs[bs], pool=pool):
+        static_out = static_x[:bs] * 2
+''',
+    )
+
+    def check(self, node, ctx):
+        call = _capture_call(node)
+        if call is not None and _loop(node, ctx) is not None and _pool_given(call, ctx) is False:
+            yield Hit(node, {"expr": code_of(call)})
+
+
+def _order(iterable: cst.BaseExpression, ctx) -> str:
+    """'ascending', 'descending' or '' for the values a for loop goes over."""
+    if isinstance(iterable, cst.Call):
+        name = ctx.call_name(iterable)
+        if name == "reversed":
+            return "descending"
+        if name == "sorted":
+            return "descending" if is_true(keyword(iterable, "reverse")) else "ascending"
+        if name == "range":
+            step = positional(iterable)[2] if len(positional(iterable)) > 2 else None
+            return "descending" if step is not None and code_of(step).startswith("-") else "ascending"
+        return ""
+    if isinstance(iterable, cst.Subscript):
+        return ""
+    values = ctx.value(iterable).const
+    if isinstance(values, tuple) and len(values) > 1 and all(isinstance(v, (int, float)) for v in values):
+        if list(values) == sorted(values):
+            return "ascending"
+    return ""
+
+
+class AscendingSharedPool(Rule):
+    code = "CG952"
+    name = "shared-pool-captured-smallest-first"
+    category = "memory"
+    severity = "info"
+    summary = "Captures graphs that share a pool from the smallest size up."
+    message = "graphs sharing `pool=` are captured in ascending size order (`{loop}`); each larger capture cannot reuse the smaller ones' blocks, so the pool grows toward the sum of all sizes"
+    fix_hint = "Capture the largest size first: `for bs in sorted(sizes, reverse=True):`."
+    why = """A shared pool can hand a later capture the blocks an earlier capture freed, but
+    only blocks that are large enough. Captured largest first, every smaller graph fits
+    into memory the first one reserved; captured smallest first, each capture needs
+    bigger blocks than any before it and the pool keeps growing (serving engines such as
+    SGLang and TensorRT-LLM capture in reverse for this reason)."""
+    scope = CAPTURE
+    nodes = (cst.With, cst.Call)
+    invalid = (
+        '''
+import torch
+
+pool = torch.cuda.graph_pool_handle()
+graphs = {}
+for bs in [1, 2, 4, 8, 16, 32]:  # expect: CG952
+    graphs[bs] = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graphs[bs], pool=pool):
+        static_out = model(static_x[:bs])
+''',
+    )
+    valid = (
+        '''
+import torch
+
+pool = torch.cuda.graph_pool_handle()
+graphs = {}
+for bs in reversed([1, 2, 4, 8, 16, 32]):
+    graphs[bs] = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graphs[bs], pool=pool):
+        static_out = model(static_x[:bs])
+''',
+    )
+
+    def check(self, node, ctx):
+        call = _capture_call(node)
+        loop = _loop(node, ctx)
+        if call is None or not isinstance(loop, cst.For) or not _pool_given(call, ctx):
+            return
+        if _order(loop.iter, ctx) == "ascending":
+            yield Hit(loop, {"loop": f"for {code_of(loop.target)} in {code_of(loop.iter)}"})
+
+
+class EmptyCacheInCapture(Rule):
+    code = "CG953"
+    name = "empty-cache-in-capture"
+    category = "memory"
+    severity = "error"
+    summary = "Calls `torch.cuda.empty_cache()` inside captured code."
+    message = "`{expr}` releases cached memory with cudaFree while a stream is capturing, which CUDA forbids; the capture is invalidated"
+    fix_hint = "Call empty_cache() before capture (or not at all); the graph's pool is managed by the capture."
+    why = """empty_cache returns unused cached blocks to the driver with cudaFree, an operation
+    that is not allowed while a capture is in progress (global capture mode); the capture
+    fails. Inside a graph it would not free anything the graph uses anyway."""
+    nodes = (cst.Call,)
+    invalid = (
+        '''
+import torch
+
+def step(model, x):
+    out = model(x)
+    torch.cuda.empty_cache()  # expect: CG953
+    return out
+
+with torch.cuda.graph(g):
+    static_out = step(model, static_x)
+''',
+    )
+    valid = (
+        '''
+import torch
+
+def step(model, x):
+    return model(x)
+
+torch.cuda.empty_cache()
+with torch.cuda.graph(g):
+    static_out = step(model, static_x)
+''',
+    )
+
+    def check(self, node, ctx):
+        if ctx.call_name(node) in ctx.api.memory.empty_cache:
+            yield Hit(node, {"expr": code_of(node)})
+
+
+class EmptyCacheBetweenPooledCaptures(Rule):
+    code = "CG954"
+    name = "empty-cache-between-pooled-captures"
+    category = "memory"
+    severity = "info"
+    summary = "Calls `torch.cuda.empty_cache()` in a loop of captures that share a pool."
+    message = "`{expr}` between captures that share a pool returns the cached blocks the next capture could have reused; every capture allocates afresh"
+    fix_hint = "Call empty_cache() once, before the capture loop."
+    why = """Captures sharing a pool reuse blocks that earlier captures freed. Emptying the
+    cache between them hands free memory back to the driver, so the next capture pays
+    for new cudaMalloc calls and fragmentation instead of reusing memory (and slows
+    capture down)."""
+    scope = CAPTURE
+    nodes = (cst.With, cst.Call)
+    invalid = (
+        '''
+import torch
+
+pool = torch.cuda.graph_pool_handle()
+for bs in (32, 16, 8):
+    torch.cuda.empty_cache()  # expect: CG954
+    with torch.cuda.graph(graphs[bs], pool=pool):
+        outs[bs] = model(static_x[:bs])
+''',
+    )
+    valid = (
+        '''
+import torch
+
+pool = torch.cuda.graph_pool_handle()
+torch.cuda.empty_cache()
+for bs in (32, 16, 8):
+    with torch.cuda.graph(graphs[bs], pool=pool):
+        outs[bs] = model(static_x[:bs])
+''',
+    )
+
+    def check(self, node, ctx):
+        call = _capture_call(node)
+        loop = _loop(node, ctx)
+        if call is None or loop is None or not _pool_given(call, ctx):
+            return
+        for inner in _calls(loop.body.body):
+            if ctx.call_name(inner) in ctx.api.memory.empty_cache:
+                yield Hit(inner, {"expr": code_of(inner)})
+
+
+_ALIASING = ("view", "view_as", "reshape", "detach", "flatten", "squeeze", "unsqueeze", "transpose", "permute", "narrow", "expand", "t", "T", "unflatten", "as_strided")
+
+
+def _static_output(expr: cst.BaseExpression, outputs: set) -> Optional[str]:
+    """The captured output `expr` still aliases: `y`, `y[:n]`, `y.view(...)`, `y.detach()`."""
+    while True:
+        if isinstance(expr, cst.Name):
+            return expr.value if expr.value in outputs else None
+        if isinstance(expr, cst.Subscript):
+            expr = expr.value
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _ALIASING:
+            expr = expr.func.value
+        elif isinstance(expr, cst.Attribute) and expr.attr.value in ("T", "mT", "data"):
+            expr = expr.value
+        else:
+            return None
+
+
+class OutputKeptAcrossReplays(Rule):
+    code = "CG955"
+    name = "static-output-kept-across-replays"
+    category = "memory"
+    severity = "warning"
+    summary = "Keeps a captured output tensor (or a view of it) in a container across replays instead of a `.clone()`."
+    message = "`{expr}` keeps a reference to the graph's static output `{name}`; the next replay overwrites it, so every kept entry ends up holding the last result"
+    fix_hint = "Store a copy: `{name}.clone()` (or copy into your own buffer)."
+    why = """A graph writes its outputs into the same memory on every replay. Appending the
+    output tensor itself (or a view of it) to a list keeps a reference to that memory, not
+    to the values: after the loop all entries show the last replay's result."""
+    fix_safety = "Safe: `.clone()` stores the values the code meant to keep."
+    scope = REPLAY
+    nodes = (cst.Call, cst.Assign)
+    invalid = (
+        '''
+import torch
+
+static_x = torch.zeros(8, device="cuda")
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    static_y = static_x * 2
+
+results = []
+for batch in loader:
+    static_x.copy_(batch)
+    g.replay()
+    results.append(static_y)  # expect: CG955
+''',
+    )
+    valid = (
+        '''
+import torch
+
+static_x = torch.zeros(8, device="cuda")
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    static_y = static_x * 2
+
+results = []
+for batch in loader:
+    static_x.copy_(batch)
+    g.replay()
+    results.append(static_y.clone())
+''',
+    )
+
+    def check(self, node, ctx):
+        outputs = ctx.captured_outputs
+        if not outputs:
+            return
+        if isinstance(node, cst.Call):
+            method = ctx.method(node)
+            if method is None or method[1] not in ("append", "extend", "insert", "appendleft"):
+                return
+            stored = [a.value for a in node.args]
+        else:
+            if not any(isinstance(t.target, cst.Subscript) for t in node.targets):
+                return
+            stored = [node.value]
+        for value in stored:
+            name = _static_output(value, outputs)
+            if name is not None and not ctx.value(value).is_host and ctx.replay_follows():
+                yield Hit(node, {"expr": code_of(node), "name": name})
+                return
+
+
+RULES = (
+    CaptureWithoutWarmup,
+    WarmupOnDefaultStream,
+    AutocastCacheAroundCapture,
+    CheckpointRngState,
+    OptimizerNotCapturable,
+    HooksOnGraphedModule,
+    DdpCaptureSetup,
+    CompiledFirstCalledInCapture,
+    CaptureOnlyBranch,
+    AutocastCacheGraphedCallables,
+    CapturesWithoutSharedPool,
+    AscendingSharedPool,
+    EmptyCacheInCapture,
+    EmptyCacheBetweenPooledCaptures,
+    OutputKeptAcrossReplays,
+)

@@ -1,0 +1,244 @@
+"""The runtime verifier on a real GPU: trial captures, errors, replays, scripts, the plugin."""
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import random
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from cglint.rule import expected_markers
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+from cglint.verify.api import verify  # noqa: E402
+
+HERE = os.path.relpath(__file__)
+
+
+def markers_of(fn) -> set[tuple[str, int]]:
+    lines, start = inspect.getsourcelines(fn)
+    inside = range(start, start + len(lines))
+    return {(c, n) for c, n in expected_markers(open(__file__).read()) if n in inside}
+
+
+def found(report) -> set[tuple[str, int]]:
+    return {(f.code, f.line) for f in report.findings if f.path == HERE}
+
+
+def cuda(*shape):
+    return torch.randn(*shape, device="cuda")
+
+
+def item_step(x):
+    y = x * 2
+    return y + y.sum().item()  # expect: CG101
+
+
+def sync_step(x):
+    y = x + 1
+    torch.cuda.synchronize()  # expect: CG104
+    return y
+
+
+def event_step(x):
+    done = torch.cuda.Event()
+    done.record()
+    done.query()  # expect: CG104
+    return x + 1
+
+
+def host_rng_step(x):
+    return x * random.random()  # expect: CG301
+
+
+def h2d_step(x):
+    return x + torch.tensor([1.0, 2.0], device="cuda")  # expect: CG402
+
+
+def d2h_step(x):
+    values = x.cpu()  # expect: CG102
+    return values
+
+
+def cpu_rng_step(x):
+    return x + torch.rand(2).cuda()  # expect: CG303
+
+
+def good_step(x, w):
+    return torch.relu(x @ w).sum(dim=-1)
+
+
+@pytest.mark.parametrize("fn", [item_step, sync_step, event_step, h2d_step, d2h_step])
+def test_capture_error_is_a_finding_at_the_line(fn):
+    report = verify(fn, (cuda(2),))
+    assert report.mode == "gpu"
+    assert report.capture_error, report.summary()
+    assert markers_of(fn) <= found(report), report.summary()
+    marked = {f.line: f for f in report.findings}
+    (line,) = {n for _, n in markers_of(fn)}
+    assert "capture failed here" in marked[line].message
+
+
+def test_later_captures_work_after_a_failed_one():
+    for fn in (item_step, sync_step, d2h_step):
+        assert verify(fn, (cuda(2),)).capture_error
+    report = verify(good_step, (cuda(64, 64), cuda(64, 64)), measure_overhead=True)
+    assert report.ok and report.capture_error is None, report.summary()
+    assert report.divergence == {}
+    assert report.pool_bytes and report.pool_bytes > 0
+    assert report.eager_ms > 0 and report.replay_ms > 0 and report.bare_capture_ms > 0
+    assert not torch.cuda.is_current_stream_capturing()
+    torch.cuda.synchronize()
+
+
+def test_frozen_host_random_number_diverges_on_replay():
+    report = verify(host_rng_step, (cuda(8),))
+    assert report.capture_error is None
+    assert markers_of(host_rng_step) <= found(report)
+    assert "CG690" in report.codes and report.divergence
+
+
+def test_cpu_rng_moved_to_the_device():
+    report = verify(cpu_rng_step, (cuda(2),))
+    assert markers_of(cpu_rng_step) <= found(report), report.summary()
+
+
+def test_training_step_that_updates_parameters_skips_the_comparison():
+    model = torch.nn.Linear(8, 8).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def step(x):
+        opt.zero_grad(set_to_none=False)
+        loss = model(x).square().mean()
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    step(cuda(4, 8))  # gradients exist before capture
+    report = verify(step, (cuda(4, 8),))
+    assert report.capture_error is None and report.ok, report.summary()
+    assert any("updates" in s for s in report.skipped)
+
+
+REBIND = '''
+import torch
+
+static_x = torch.zeros(8, device="cuda")
+side = torch.cuda.Stream()
+side.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(side):
+    static_y = static_x * 2
+torch.cuda.current_stream().wait_stream(side)
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    static_y = static_x * 2
+for _ in range(3):
+    static_x = torch.randn(8, device="cuda")
+    g.replay()  # expect: CG401
+
+scratch = torch.randn(8, device="cuda")
+g2 = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g2):
+    out = scratch * 3
+del scratch
+g2.replay()  # expect: CG404
+
+g3 = torch.cuda.CUDAGraph()
+try:
+    with torch.cuda.graph(g3):
+        bad = static_y.sum().item()  # expect: CG101
+except RuntimeError:
+    print("first capture failed as expected")
+g4 = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g4):
+    z = static_y + 1
+g4.replay()
+torch.cuda.synchronize()
+assert torch.equal(z, static_y + 1)
+print("later capture ok")
+
+g5 = torch.cuda.CUDAGraph()
+side.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(side):
+    g5.capture_begin()
+    try:
+        w = z * 2
+        torch.cuda.synchronize()  # expect: CG104
+    finally:
+        g5.capture_end()
+'''
+
+
+def run_script(tmp_path, text, *args):
+    (tmp_path / "job.py").write_text(textwrap.dedent(text))
+    cmd = [sys.executable, "-m", "cglint", "verify", "--format", "json", "job.py", *args]
+    return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)
+
+
+def test_script_rebinding_freeing_and_failed_captures(tmp_path):
+    out = run_script(tmp_path, REBIND)
+    assert out.returncode == 1, out.stderr
+    data = json.loads(out.stdout)
+    got = {(f["code"], f["line"]) for f in data["findings"]}
+    assert got == expected_markers(REBIND), out.stderr
+    assert "later capture ok" in out.stderr
+    assert "the script raised" in out.stderr  # the last capture's error is the script's crash, reported
+
+
+GRAPHED = '''
+import torch
+
+class Gate(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:  # expect: CG201
+            return x * 2
+        return x
+
+model = Gate().cuda()
+torch.cuda.make_graphed_callables(model, (torch.randn(4, device="cuda", requires_grad=True),))
+'''
+
+
+def test_make_graphed_callables_is_instrumented(tmp_path):
+    out = run_script(tmp_path, GRAPHED)
+    data = json.loads(out.stdout)
+    got = {(f["code"], f["line"]) for f in data["findings"]}
+    assert expected_markers(GRAPHED) <= got, out.stderr
+    assert {f["region"]["kind"] for f in data["findings"]} == {"make_graphed_callables"}
+
+
+PLUGIN_TESTS = '''
+import torch
+
+def test_unsafe_capture():
+    x = torch.ones(3, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = x * 2
+        print(y)
+
+def test_safe_capture():
+    x = torch.ones(3, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = x * 2
+    g.replay()
+'''
+
+
+def test_plugin_fails_the_unsafe_test(tmp_path):
+    from importlib.metadata import entry_points
+
+    (tmp_path / "test_user.py").write_text(PLUGIN_TESTS)
+    plugin = [] if any(ep.value == "cglint.verify.pytest_plugin" for ep in entry_points(group="pytest11")) else [
+        "-p", "cglint.verify.pytest_plugin"]
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin, "--cglint-verify", "test_user.py"]
+    out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)
+    assert "1 failed, 1 passed" in out.stdout, out.stdout + out.stderr
+    assert "FAILED test_user.py::test_unsafe_capture" in out.stdout and "CG103" in out.stdout
