@@ -6,19 +6,20 @@ import gc
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Optional
-
-import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from typing import TYPE_CHECKING, Iterable, Optional
 
 from cglint import catalogue, source, suppress
 from cglint.config import Config
-from cglint.discovery import discover
-from cglint.engine.captures import TraceStep
-from cglint.engine.checker import Engine, RawHit
+from cglint.discovery import discover, module_name_for
 from cglint.engine.prefilter import CAPTURE_TOKENS, mentions
-from cglint.engine.project import ModuleInfo, Project, module_name_for
 from cglint.findings import Finding, Region
+
+if TYPE_CHECKING:  # the engine (and libcst) load only when some file can hold a capture
+    import libcst as cst
+
+    from cglint.engine.captures import TraceStep
+    from cglint.engine.checker import RawHit
+    from cglint.engine.project import ModuleInfo
 
 
 @dataclass
@@ -50,9 +51,9 @@ def check_files(
     """Check `files`; `sources` gives the text of files that are not (or not yet) on disk."""
     codes = catalogue.selected(config.select, config.ignore) | catalogue.expand(config.extend_select) if codes is None else codes
     diagnostics: list[Finding] = [_diagnostic(display_path(p), source.SourceError("CG001", "no such file or directory")) for p in missing]
-    project = Project(display_path, lambda path, error: diagnostics.append(_diagnostic(display_path(path), error)))
     checked = {p.resolve() for p in files}
     texts: dict[Path, str] = {}
+    roots: list[Path] = []
     for path in files:
         given = (sources or {}).get(path)
         loaded = source.SourceFile(path, display_path(path), given) if given is not None else source.load(path, display_path(path))
@@ -62,14 +63,39 @@ def check_files(
         if suppress.skips_file(loaded.text):
             continue
         texts[path] = loaded.text
-        project.add_root(_import_root(path))
-    for root in (config.root, config.root / "src"):
-        if root.is_dir():
-            project.add_root(root)
+        roots.append(module_name_for(path)[1])
+    roots += [root for root in (config.root, config.root / "src") if root.is_dir()]
     # Only files that can hold a capture are parsed up front; everything they reach is
     # parsed on demand, and the rest is never parsed (most of a large tree).
     helper_names = set(config.capture_functions) | {name.rsplit(".", 1)[-1] for name in config.captured}
     entry = [p for p, text in texts.items() if mentions(text, CAPTURE_TOKENS | helper_names)]
+    findings: list[Finding] = []
+    if entry:
+        findings = _run_engine(texts, entry, roots, checked, config, codes, diagnostics, helper_names)
+    else:
+        diagnostics += _syntax_errors(texts)
+    result = [f for f in findings + diagnostics if f.code in codes or f.code in catalogue.TOOL_DIAGNOSTICS]
+    result = [f for f in result if not _ignored(f, config)]
+    return CheckResult(sorted(set(result), key=lambda f: f.sort_key), len(files))
+
+
+def _syntax_errors(texts: dict[Path, str]) -> list[Finding]:
+    """Files never parsed with libcst still get their syntax errors reported (CG002)."""
+    found = []
+    for path, text in texts.items():
+        error = source.syntax_check(text)
+        if error is not None:
+            found.append(_diagnostic(display_path(path), error))
+    return found
+
+
+def _run_engine(texts, entry, roots, checked, config, codes, diagnostics, helper_names) -> list[Finding]:
+    from cglint.engine.checker import Engine
+    from cglint.engine.project import Project
+
+    project = Project(display_path, lambda path, error: diagnostics.append(_diagnostic(display_path(path), error)))
+    for root in roots:
+        project.add_root(root)
     rules = [rule() for rule in catalogue.rule_classes() if rule.code in codes and rule.scope != "runtime"]
     engine = Engine(project, rules, config.capture_functions, config.captured, on_error=lambda m, e: _internal(diagnostics, m, e))
     modules = [m for m in (project.module_for_path(p, texts[p]) for p in entry) if m is not None]
@@ -81,11 +107,6 @@ def check_files(
             if p not in entry and mentions(text, helpers) and (m := project.module_for_path(p, text)) is not None
         ]
         engine.discover_modules(modules, helpers)
-    for path, text in texts.items():
-        if project.parsed(path) is None and path not in entry:
-            error = source.syntax_check(text)
-            if error is not None:
-                diagnostics.append(_diagnostic(display_path(path), error))
     was_enabled = gc.isenabled()
     gc.disable()  # the walk allocates many short-lived objects and no cycles worth collecting
     try:
@@ -93,17 +114,11 @@ def check_files(
     finally:
         if was_enabled:
             gc.enable()
-    findings = _findings(hits, checked)
-    result = [f for f in findings + diagnostics if f.code in codes or f.code in catalogue.TOOL_DIAGNOSTICS]
-    result = [f for f in result if not _ignored(f, config)]
-    return CheckResult(sorted(set(result), key=lambda f: f.sort_key), len(files))
+    diagnostics += _syntax_errors({p: t for p, t in texts.items() if p not in entry and project.parsed(p) is None})
+    return _findings(hits, checked)
 
 
-def _import_root(path: Path) -> Path:
-    return module_name_for(path)[1]
-
-
-def _internal(diagnostics: list[Finding], module: ModuleInfo, exc: BaseException) -> None:
+def _internal(diagnostics: list[Finding], module: "ModuleInfo", exc: BaseException) -> None:
     where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
     detail = f" at {Path(where.filename).name}:{where.lineno}" if where else ""
     message = f"internal error: {type(exc).__name__}: {exc}{detail}; please report this file to cglint"
@@ -122,7 +137,9 @@ class _Positions:
     def __init__(self) -> None:
         self._maps: dict[int, object] = {}
 
-    def of(self, module: ModuleInfo, node: cst.CSTNode):
+    def of(self, module: "ModuleInfo", node: "cst.CSTNode"):
+        from libcst.metadata import MetadataWrapper, PositionProvider
+
         key = id(module)
         if key not in self._maps:
             self._maps[key] = MetadataWrapper(module.tree, unsafe_skip_copy=True).resolve(PositionProvider)
@@ -130,7 +147,7 @@ class _Positions:
         return positions.get(node)  # type: ignore[attr-defined]
 
 
-def _findings(hits: list[RawHit], checked: set[Path]) -> list[Finding]:
+def _findings(hits: list["RawHit"], checked: set[Path]) -> list[Finding]:
     positions = _Positions()
     findings = []
     for hit in hits:
@@ -171,11 +188,11 @@ def _format(template: str, details: dict) -> str:
         return template
 
 
-def _region_and_trace(hit: RawHit, positions: _Positions) -> tuple[Optional[Region], tuple[str, ...]]:
+def _region_and_trace(hit: "RawHit", positions: _Positions) -> tuple[Optional[Region], tuple[str, ...]]:
     if hit.capture is None:
         return None, ()
 
-    def step(s: TraceStep, node: Optional[cst.CSTNode] = None) -> str:
+    def step(s: "TraceStep", node: "Optional[cst.CSTNode]" = None) -> str:
         span = positions.of(s.module, node or s.node)
         line = span.start.line if span else 0
         return f"{s.module.display}:{line} {s.text}"
@@ -186,6 +203,8 @@ def _region_and_trace(hit: RawHit, positions: _Positions) -> tuple[Optional[Regi
     trace = [step(s) for s in hit.trace]
     function = hit.function
     if function is not hit.capture.function and hasattr(function.node, "name"):
+        from cglint.engine.captures import TraceStep
+
         trace.append(step(TraceStep(function.module, function.node, function.qualname), function.node.name))
     return region, tuple(trace)
 

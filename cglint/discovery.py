@@ -40,3 +40,15 @@ def discover(paths: Iterable[Path], excludes: list[str], root: Path, force_exclu
         else:
             missing.append(path)
     return sorted(found, key=lambda p: p.as_posix()), missing
+
+
+def module_name_for(path: Path) -> tuple[str, Path, bool]:
+    """(dotted module name, import root, is package) from the __init__.py files around `path`."""
+    path = path.resolve()
+    is_package = path.name == "__init__.py"
+    parts = [] if is_package else [path.stem]
+    folder = path.parent
+    while (folder / "__init__.py").is_file() and folder.parent != folder:
+        parts.append(folder.name)
+        folder = folder.parent
+    return ".".join(reversed(parts)), folder, is_package

@@ -6,9 +6,11 @@ import io
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Union
+from typing import TYPE_CHECKING, Optional, Union
 
-import libcst as cst
+if TYPE_CHECKING:
+    import libcst as cst
+
 
 
 @dataclass
@@ -56,7 +58,9 @@ def decode(data: bytes) -> Union[str, SourceError]:
     return text
 
 
-def parse(text: str) -> Union[cst.Module, SourceError]:
+def parse(text: str) -> Union["cst.Module", SourceError]:
+    import libcst as cst  # loaded only for files that need it
+
     try:
         return cst.parse_module(text)
     except cst.ParserSyntaxError as exc:

@@ -16,6 +16,7 @@ from typing import Callable, Iterator, Optional, Union
 import libcst as cst
 
 from cglint import source
+from cglint.discovery import module_name_for
 from cglint.engine.prefilter import CAPTURE_TOKENS, mentions
 from cglint.engine.syntax import assigned_names, children, descendants, dotted_name
 
@@ -160,18 +161,6 @@ def _self_attr(target: cst.BaseExpression, self_name: str) -> Optional[str]:
         if target.value.value == self_name:
             return target.attr.value
     return None
-
-
-def module_name_for(path: Path) -> tuple[str, Path, bool]:
-    """(dotted module name, import root, is package) from the __init__.py files around `path`."""
-    path = path.resolve()
-    is_package = path.name == "__init__.py"
-    parts = [] if is_package else [path.stem]
-    folder = path.parent
-    while (folder / "__init__.py").is_file() and folder.parent != folder:
-        parts.append(folder.name)
-        folder = folder.parent
-    return ".".join(reversed(parts)), folder, is_package
 
 
 class Project:

@@ -34,6 +34,9 @@ def _console(stream: TextIO, color: bool):
 
 
 def write_text(findings: list[Finding], files_checked: int, stream: TextIO, *, statistics: bool = False, color: bool = False) -> None:
+    if not findings:  # the common pre-commit case: no need to load rich
+        stream.write(summary(findings, files_checked) + "\n")
+        return
     from rich.markup import escape
     from rich.text import Text
 
