@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # the engine (and libcst) load only when some file can hold a
 class CheckResult:
     findings: list[Finding] = field(default_factory=list)
     files_checked: int = 0
+    also_read: list[Path] = field(default_factory=list)  # modules outside the checked files that calls reached
 
 
 def display_path(path: Path) -> str:
@@ -36,9 +37,23 @@ def display_path(path: Path) -> str:
         return path.as_posix()
 
 
-def check_paths(paths: Iterable[Path], config: Config, codes: Optional[set[str]] = None, force_exclude: bool = False) -> CheckResult:
+def check_paths(
+    paths: Iterable[Path], config: Config, codes: Optional[set[str]] = None, force_exclude: bool = False, use_cache: bool = False
+) -> CheckResult:
     files, missing = discover(list(paths), config.excludes, config.root, force_exclude)
-    return check_files(files, config, codes, missing)
+    if not use_cache:
+        return check_files(files, config, codes, missing)
+    from cglint import cache
+
+    folder = config.root / cache.CACHE_DIR
+    settings = {"config": vars(config), "codes": sorted(codes or ()), "missing": missing, "cwd": Path.cwd()}
+    key = cache.run_key([p.resolve() for p in files], settings)
+    hit = cache.load(folder, key)
+    if hit is not None:
+        return CheckResult(hit[0], hit[1])
+    result = check_files(files, config, codes, missing)
+    cache.store(folder, key, result.findings, result.files_checked, result.also_read)
+    return result
 
 
 def check_files(
@@ -70,13 +85,14 @@ def check_files(
     helper_names = set(config.capture_functions) | {name.rsplit(".", 1)[-1] for name in config.captured}
     entry = [p for p, text in texts.items() if mentions(text, CAPTURE_TOKENS | helper_names)]
     findings: list[Finding] = []
+    also_read: list[Path] = []
     if entry:
-        findings = _run_engine(texts, entry, roots, checked, config, codes, diagnostics, helper_names)
+        findings = _run_engine(texts, entry, roots, checked, config, codes, diagnostics, helper_names, also_read)
     else:
         diagnostics += _syntax_errors(texts)
     result = [f for f in findings + diagnostics if f.code in codes or f.code in catalogue.TOOL_DIAGNOSTICS]
     result = [f for f in result if not _ignored(f, config)]
-    return CheckResult(sorted(set(result), key=lambda f: f.sort_key), len(files))
+    return CheckResult(sorted(set(result), key=lambda f: f.sort_key), len(files), also_read)
 
 
 def _syntax_errors(texts: dict[Path, str]) -> list[Finding]:
@@ -89,7 +105,7 @@ def _syntax_errors(texts: dict[Path, str]) -> list[Finding]:
     return found
 
 
-def _run_engine(texts, entry, roots, checked, config, codes, diagnostics, helper_names) -> list[Finding]:
+def _run_engine(texts, entry, roots, checked, config, codes, diagnostics, helper_names, also_read) -> list[Finding]:
     from cglint.engine.checker import Engine
     from cglint.engine.project import Project
 
@@ -115,6 +131,7 @@ def _run_engine(texts, entry, roots, checked, config, codes, diagnostics, helper
         if was_enabled:
             gc.enable()
     diagnostics += _syntax_errors({p: t for p, t in texts.items() if p not in entry and project.parsed(p) is None})
+    also_read += [p for p in project.parsed_paths() if p not in checked]
     return _findings(hits, checked)
 
 

@@ -238,6 +238,10 @@ class Project:
             self._by_name.setdefault((root, name), info)
         return info
 
+    def parsed_paths(self) -> list[Path]:
+        """Every file read and parsed so far."""
+        return [path for path, info in self._by_path.items() if info is not None]
+
     def parsed(self, path: Path) -> Optional[ModuleInfo]:
         """The module at `path` if it was parsed (None if never needed, or broken)."""
         return self._by_path.get(path.resolve())

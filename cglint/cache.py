@@ -1,0 +1,102 @@
+"""The result cache: a run whose inputs have not changed is answered from disk.
+
+A finding in one file can depend on another (a call from a region reaches it), so a
+result is keyed by every file it read: the checked files (their paths and content
+hashes, plus cglint's version, the configuration and the selected codes form the key)
+and the other modules the engine parsed on demand (recorded with their hashes and
+re-hashed on lookup). Any change anywhere misses. Clean and dirty results are both
+stored. The cache is an optimisation only: unreadable, corrupt or read-only cache
+folders are ignored, never an error.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Iterable, Optional
+
+from cglint import __version__
+from cglint.findings import Finding, Region
+
+CACHE_DIR = ".cglint_cache"
+_MAX_ENTRIES = 64
+
+
+def digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def file_digest(path: Path) -> Optional[str]:
+    try:
+        return digest(path.read_bytes())
+    except OSError:
+        return None
+
+
+def run_key(files: Iterable[Path], settings: object) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    h.update(f"{__version__}\0{json.dumps(settings, sort_keys=True, default=str)}\0".encode())
+    for path in files:
+        h.update(f"{path}\0{file_digest(path)}\0".encode())
+    return h.hexdigest()
+
+
+def load(folder: Path, key: str) -> Optional[tuple[list[Finding], int]]:
+    try:
+        data = json.loads((folder / f"{key}.json").read_text("utf-8"))
+        for path, expected in data["deps"].items():
+            if file_digest(Path(path)) != expected:
+                return None
+        return [_finding(f) for f in data["findings"]], int(data["files_checked"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def store(folder: Path, key: str, findings: list[Finding], files_checked: int, deps: Iterable[Path]) -> None:
+    data = {
+        "deps": {str(p): file_digest(p) for p in deps},
+        "findings": [dict(f.to_json(), source=f.source) for f in findings],
+        "files_checked": files_checked,
+    }
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        ignore = folder / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("# Created by cglint.\n*\n")
+        fd, temporary = tempfile.mkstemp(dir=folder, suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as stream:
+            json.dump(data, stream)
+        os.replace(temporary, folder / f"{key}.json")  # atomic: concurrent runs never see half a file
+        _prune(folder)
+    except OSError:
+        pass
+
+
+def _prune(folder: Path) -> None:
+    entries = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for stale in entries[_MAX_ENTRIES:]:
+        try:
+            stale.unlink()
+        except OSError:
+            pass
+
+
+def _finding(data: dict) -> Finding:
+    region = data.get("region")
+    return Finding(
+        path=data["path"],
+        line=data["line"],
+        column=data["column"],
+        end_line=data["end_line"],
+        end_column=data["end_column"],
+        code=data["code"],
+        category=data["category"],
+        severity=data["severity"],
+        message=data["message"],
+        fix_hint=data.get("fix_hint", ""),
+        region=Region(region["path"], region["line"], region["kind"]) if region else None,
+        trace=tuple(data.get("trace", ())),
+        source=data.get("source", "static"),
+    )
