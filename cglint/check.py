@@ -27,6 +27,8 @@ class CheckResult:
     findings: list[Finding] = field(default_factory=list)
     files_checked: int = 0
     also_read: list[Path] = field(default_factory=list)  # modules outside the checked files that calls reached
+    # The engine's hit behind each finding of a rule that can fix it (what --fix works from).
+    hits: dict = field(default_factory=dict, repr=False, compare=False)
 
 
 def display_path(path: Path) -> str:
@@ -38,11 +40,16 @@ def display_path(path: Path) -> str:
 
 
 def check_paths(
-    paths: Iterable[Path], config: Config, codes: Optional[set[str]] = None, force_exclude: bool = False, use_cache: bool = False
+    paths: Iterable[Path],
+    config: Config,
+    codes: Optional[set[str]] = None,
+    force_exclude: bool = False,
+    use_cache: bool = False,
+    jobs: int = 1,
 ) -> CheckResult:
     files, missing = discover(list(paths), config.excludes, config.root, force_exclude)
     if not use_cache:
-        return check_files(files, config, codes, missing)
+        return check_files(files, config, codes, missing, jobs=jobs)
     from cglint import cache
 
     folder = config.root / cache.CACHE_DIR
@@ -51,7 +58,7 @@ def check_paths(
     hit = cache.load(folder, key)
     if hit is not None:
         return CheckResult(hit[0], hit[1])
-    result = check_files(files, config, codes, missing)
+    result = check_files(files, config, codes, missing, jobs=jobs)
     cache.store(folder, key, result.findings, result.files_checked, result.also_read)
     return result
 
@@ -62,8 +69,11 @@ def check_files(
     codes: Optional[set[str]] = None,
     missing: Iterable[Path] = (),
     sources: Optional[dict[Path, str]] = None,
+    prefilter: bool = True,
+    jobs: int = 1,
 ) -> CheckResult:
-    """Check `files`; `sources` gives the text of files that are not (or not yet) on disk."""
+    """Check `files`; `sources` gives the text of files that are not (or not yet) on disk.
+    `prefilter=False` parses every file up front (the reference the fast path must equal)."""
     codes = catalogue.selected(config.select, config.ignore) | catalogue.expand(config.extend_select) if codes is None else codes
     diagnostics: list[Finding] = [_diagnostic(display_path(p), source.SourceError("CG001", "no such file or directory")) for p in missing]
     checked = {p.resolve() for p in files}
@@ -83,33 +93,70 @@ def check_files(
     # Only files that can hold a capture are parsed up front; everything they reach is
     # parsed on demand, and the rest is never parsed (most of a large tree).
     helper_names = set(config.capture_functions) | {name.rsplit(".", 1)[-1] for name in config.captured}
-    entry = [p for p, text in texts.items() if mentions(text, CAPTURE_TOKENS | helper_names)]
+    entry = [p for p, text in texts.items() if not prefilter or mentions(text, CAPTURE_TOKENS | helper_names)]
     findings: list[Finding] = []
     also_read: list[Path] = []
+    fixable: dict = {}
+    # Files not parsed up front only need a syntax check, which can run in other processes
+    # while this one runs the engine; files the engine parses after all report their own errors.
+    others = {p: t for p, t in texts.items() if p not in set(entry)}
+    syntax = _SyntaxChecks(others, jobs if entry else 1)
     if entry:
-        findings = _run_engine(texts, entry, roots, checked, config, codes, diagnostics, helper_names, also_read)
-    else:
-        diagnostics += _syntax_errors(texts)
+        findings = _run_engine(texts, entry, roots, checked, config, codes, diagnostics, helper_names, also_read, sources, fixable)
+    diagnostics += syntax.results(exclude=set(also_read))
+    also_read = [p for p in also_read if p not in checked]
     result = [f for f in findings + diagnostics if f.code in codes or f.code in catalogue.TOOL_DIAGNOSTICS]
     result = [f for f in result if not _ignored(f, config)]
-    return CheckResult(sorted(set(result), key=lambda f: f.sort_key), len(files), also_read)
+    result = sorted(set(result), key=lambda f: f.sort_key)
+    return CheckResult(result, len(files), also_read, {f: fixable[f] for f in result if f in fixable})
 
 
-def _syntax_errors(texts: dict[Path, str]) -> list[Finding]:
-    """Files never parsed with libcst still get their syntax errors reported (CG002)."""
+def _syntax_error_batch(paths: list[Path]) -> list[tuple[Path, source.SourceError]]:
     found = []
-    for path, text in texts.items():
-        error = source.syntax_check(text)
-        if error is not None:
-            found.append(_diagnostic(display_path(path), error))
+    for path in paths:
+        loaded = source.load(path, str(path))
+        if isinstance(loaded, source.SourceFile):
+            error = source.syntax_check(loaded.text)
+            if error is not None:
+                found.append((path, error))
     return found
 
 
-def _run_engine(texts, entry, roots, checked, config, codes, diagnostics, helper_names, also_read) -> list[Finding]:
+class _SyntaxChecks:
+    """CG002 for files never parsed with libcst: in worker processes when `jobs` > 1."""
+
+    def __init__(self, texts: dict[Path, str], jobs: int):
+        self._texts = texts
+        self._futures: list = []
+        self._pool = None
+        paths = sorted(texts)
+        if jobs > 1 and len(paths) >= 64:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+            self._pool = ProcessPoolExecutor(max_workers=jobs - 1, mp_context=context)
+            chunk = max(len(paths) // (4 * (jobs - 1)), 16)
+            self._futures = [self._pool.submit(_syntax_error_batch, paths[i : i + chunk]) for i in range(0, len(paths), chunk)]
+
+    def results(self, exclude: set[Path]) -> list[Finding]:
+        if self._pool is not None:
+            pairs = [pair for future in self._futures for pair in future.result()]
+            self._pool.shutdown()
+        else:
+            pairs = [(p, e) for p, t in self._texts.items() if p.resolve() not in exclude and (e := source.syntax_check(t))]
+        return [_diagnostic(display_path(p), e) for p, e in sorted(pairs, key=lambda pair: str(pair[0])) if p.resolve() not in exclude]
+
+
+def _run_engine(texts, entry, roots, checked, config, codes, diagnostics, helper_names, also_read, sources=None, fixable=None) -> list[Finding]:
     from cglint.engine.checker import Engine
     from cglint.engine.project import Project
 
     project = Project(display_path, lambda path, error: diagnostics.append(_diagnostic(display_path(path), error)))
+    if sources:  # modules reached by calls are read from `sources` too (fixes not yet written)
+        given = {path.resolve(): text for path, text in sources.items()}
+        load = project.module_for_path
+        project.module_for_path = lambda path, text=None: load(path, given.get(path.resolve()) if text is None else text)  # type: ignore[method-assign]
     for root in roots:
         project.add_root(root)
     rules = [rule() for rule in catalogue.rule_classes() if rule.code in codes and rule.scope != "runtime"]
@@ -130,9 +177,8 @@ def _run_engine(texts, entry, roots, checked, config, codes, diagnostics, helper
     finally:
         if was_enabled:
             gc.enable()
-    diagnostics += _syntax_errors({p: t for p, t in texts.items() if p not in entry and project.parsed(p) is None})
-    also_read += [p for p in project.parsed_paths() if p not in checked]
-    return _findings(hits, checked)
+    also_read += project.attempted_paths()  # parsed, or reported as unparsable
+    return _findings(hits, checked, fixable)
 
 
 def _internal(diagnostics: list[Finding], module: "ModuleInfo", exc: BaseException) -> None:
@@ -164,7 +210,7 @@ class _Positions:
         return positions.get(node)  # type: ignore[attr-defined]
 
 
-def _findings(hits: list["RawHit"], checked: set[Path]) -> list[Finding]:
+def _findings(hits: list["RawHit"], checked: set[Path], fixable: Optional[dict] = None) -> list[Finding]:
     positions = _Positions()
     findings = []
     for hit in hits:
@@ -180,7 +226,7 @@ def _findings(hits: list["RawHit"], checked: set[Path]) -> list[Finding]:
             continue
         region, trace = _region_and_trace(hit, positions)
         findings.append(
-            Finding(
+            finding := Finding(
                 path=hit.module.display,
                 line=span.start.line,
                 column=span.start.column + 1,
@@ -195,6 +241,8 @@ def _findings(hits: list["RawHit"], checked: set[Path]) -> list[Finding]:
                 trace=trace,
             )
         )
+        if fixable is not None and hasattr(hit.rule, "fix"):
+            fixable[finding] = hit
     return findings
 
 

@@ -96,7 +96,8 @@ def run_check(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
-    result = check_paths(paths, config, codes, force_exclude=args.force_exclude, use_cache=not args.no_cache)
+    jobs = args.jobs or os.cpu_count() or 1
+    result = check_paths(paths, config, codes, force_exclude=args.force_exclude, use_cache=not args.no_cache, jobs=jobs)
     fmt = args.format or os.environ.get("CGLINT_OUTPUT_FORMAT", "text")
     if fmt == "sarif":
         from cglint.report.sarif import write_sarif

@@ -221,3 +221,15 @@ def test_console_script_runs(tmp_path):
     done = subprocess.run([sys.executable, "-m", "cglint", "check", "train.py", "--format", "concise"], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 1
     assert done.stdout.splitlines()[0].startswith("train.py:5:5: CG103 [error]")
+
+
+def test_jobs_do_not_change_the_findings(project, capsys):
+    files = {f"src/pkg/m{i}.py": f"def f{i}(x):\n    return x + {i}\n" for i in range(70)}
+    files["src/pkg/m7.py"] = "def f(:\n"
+    write_project(project, files)
+    results = []
+    for jobs in ("1", "2"):
+        code, out, _ = run(["check", "--no-cache", "--format", "json", "--jobs", jobs, "src"], capsys)
+        results.append((code, json.loads(out)["findings"]))
+    assert results[0] == results[1]
+    assert ("src/pkg/m7.py", "CG002") in {(f["path"], f["code"]) for f in results[0][1]}

@@ -238,9 +238,9 @@ class Project:
             self._by_name.setdefault((root, name), info)
         return info
 
-    def parsed_paths(self) -> list[Path]:
-        """Every file read and parsed so far."""
-        return [path for path, info in self._by_path.items() if info is not None]
+    def attempted_paths(self) -> list[Path]:
+        """Every file this project read to parse (whether or not it parsed)."""
+        return list(self._by_path)
 
     def parsed(self, path: Path) -> Optional[ModuleInfo]:
         """The module at `path` if it was parsed (None if never needed, or broken)."""
