@@ -11,6 +11,7 @@ severity the case declares (the rule's severity, kept equal by tests/test_gpu_ev
 
     error   agrees when capture (or the graphing call) raises
     warning agrees when capture succeeds and replay diverges from eager
+    info    agrees when capture succeeds and replay matches (rules the GPU showed harmless)
 
 Needs only torch, so it runs from a plain checkout on a GPU machine.
 """
@@ -102,7 +103,9 @@ def judge(severity: str, result: dict) -> dict:
     else:
         divergence, control = _number(result.get("divergence")), _number(result.get("control"))
         observed = "diverged" if divergence > max(1e-5, 10 * control) else "matched"
-    agrees = (severity == "error" and observed == "capture_failed") or (severity == "warning" and observed == "diverged")
+    # An info rule (kept as info after a GPU run) claims neither a failure nor a divergence.
+    expected = {"error": "capture_failed", "warning": "diverged", "info": "matched"}.get(severity)
+    agrees = observed == expected
     return {**result, "observed": observed, "agrees": agrees}
 
 

@@ -172,14 +172,23 @@ def _evidence_line(code: str, severity: str) -> Optional[str]:
     entry = data.get("rules", {}).get(code)
     if not entry:
         return None
-    where = f"{data.get('device', 'a GPU')}, torch {data.get('torch', '?')}"
-    if entry.get("observed") == "capture_failed":
-        return f"on {where}, capture fails: `{entry.get('error', '')}`."
-    if entry.get("observed") == "diverged":
+    where = f"On {data.get('device', 'a GPU')} with torch {data.get('torch', '?')}"
+    if entry.get("stale"):
+        return f"Not yet run for the current example ({entry['stale']})."
+    observed = entry.get("observed")
+    if observed == "capture_failed":
+        text = entry.get("error", "").split(" Search for ")[0].split(" CUDA kernel errors")[0]
+        quote = "``" if "`" in text else "`"
+        line = f"{where}, capture fails: {quote}{text}{quote}."
+    elif observed == "diverged":
         measure = f" ({entry['measure']})" if entry.get("measure") else ""
-        return f"on {where}, capture succeeds and replay diverges from eager: {entry.get('divergence'):g}{measure}."
-    note = f" ({entry['note']})" if entry.get("note") else ""
-    return f"on {where}, the minimal program {entry.get('observed', 'ran')}{note}; see rules/gpu-evidence.json."
+        line = f"{where}, capture succeeds and replay diverges from eager: {entry.get('divergence'):.4g}{measure}."
+    else:
+        line = f"{where}, capture succeeds and nothing diverged."
+    changed = entry.get("severity_changed")
+    if changed:
+        line += f" The severity was changed from {changed['from']} to {changed['to']} because {changed['because']}."
+    return line
 
 
 def expected_markers(source: str) -> set[tuple[str, int]]:

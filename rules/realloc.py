@@ -160,13 +160,15 @@ class ResizeInCapture(Rule):
     code = "CG403"
     name = "resize-in-capture"
     category = "realloc"
-    severity = "warning"
+    severity = "info"
     summary = "Resizes a tensor (`resize_`, `resize_as_`) inside a captured region."
     message = "`{expr}` may reallocate the tensor's storage during capture; replays keep using the memory recorded at capture"
     fix_hint = "Allocate tensors at their final size before capture."
     why = """Growing a tensor allocates new storage from the graph's private pool; tensors
     outside the graph that still hold the old storage (or copies made before replay)
-    no longer alias what the graph writes."""
+    no longer alias what the graph writes. On torch 2.11 (H100) the resized tensor itself
+    held the replayed values afterwards, so this is info: only other references to the
+    old storage go stale."""
     nodes = (cst.Call,)
     invalid = (
         '''

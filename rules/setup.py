@@ -210,14 +210,15 @@ class WarmupOnDefaultStream(Rule):
     code = "CG902"
     name = "warmup-on-default-stream"
     category = "setup"
-    severity = "error"
+    severity = "info"
     summary = "Warms up a captured backward pass on the default stream instead of a side stream."
-    message = "the warmup `{call}` runs on the default stream, but the capture records a backward pass; autograd keeps the warmup's stream and pulls the default stream into the capture"
+    message = "the warmup `{call}` runs on the default stream before a captured backward pass; PyTorch's documentation asks for the warmup on a side stream (older versions failed such captures)"
     fix_hint = "Run the warmup iterations inside `with torch.cuda.stream(side):` (after `side.wait_stream(torch.cuda.current_stream())`), then `torch.cuda.current_stream().wait_stream(side)`."
     why = """Autograd runs each backward op on the stream its forward ran on. After a warmup on
-    the default stream, the captured backward makes the capturing stream wait on the
-    default (legacy) stream, a dependency on uncaptured work that invalidates the capture.
-    PyTorch's documentation asks for warmup on a side stream for this reason."""
+    the default stream, a captured backward could make the capturing stream wait on the
+    default (legacy) stream, a dependency on uncaptured work that invalidated the capture
+    in earlier PyTorch versions; the documentation asks for warmup on a side stream. On
+    torch 2.11 (H100) such a capture succeeded and replayed like eager, so this is info."""
     scope = CAPTURE
     nodes = (cst.With, cst.Call)
     invalid = (
@@ -378,13 +379,15 @@ class CheckpointRngState(Rule):
     code = "CG904"
     name = "checkpoint-preserves-rng-in-capture"
     category = "setup"
-    severity = "error"
+    severity = "info"
     summary = "Calls `torch.utils.checkpoint.checkpoint` in captured code without `preserve_rng_state=False`."
-    message = "`{expr}` saves and restores the CUDA RNG state, which PyTorch refuses during capture (`Cannot call CUDAGeneratorImpl::current_seed during CUDA graph capture`)"
+    message = "`{expr}` saves and restores the CUDA RNG state inside a capture, which PyTorch versions without graph-safe generator state refuse (`Cannot call CUDAGeneratorImpl::current_seed during CUDA graph capture`)"
     fix_hint = "Pass `preserve_rng_state=False` (and use dropout-free recomputation or graph-safe RNG), or skip checkpointing while capturing."
     why = """With preserve_rng_state=True (the default), checkpoint reads the CUDA generator's
-    seed and offset before the forward and restores them before recomputing. Both are
-    refused while a graph is capturing, so capture fails."""
+    seed and offset before the forward and restores them before recomputing. Older
+    PyTorch versions refuse both while a graph is capturing (pytorch issues 83148, 162504).
+    On torch 2.11 (H100) the capture succeeded, so this is info for code that must also
+    run on those versions."""
     nodes = (cst.Call,)
     invalid = (
         '''
@@ -874,13 +877,14 @@ class EmptyCacheInCapture(Rule):
     code = "CG953"
     name = "empty-cache-in-capture"
     category = "memory"
-    severity = "error"
+    severity = "info"
     summary = "Calls `torch.cuda.empty_cache()` inside captured code."
-    message = "`{expr}` releases cached memory with cudaFree while a stream is capturing, which CUDA forbids; the capture is invalidated"
+    message = "`{expr}` runs once, at capture, and frees nothing the graph uses; releasing memory with cudaFree while capturing is forbidden by CUDA"
     fix_hint = "Call empty_cache() before capture (or not at all); the graph's pool is managed by the capture."
-    why = """empty_cache returns unused cached blocks to the driver with cudaFree, an operation
-    that is not allowed while a capture is in progress (global capture mode); the capture
-    fails. Inside a graph it would not free anything the graph uses anyway."""
+    why = """empty_cache returns unused cached blocks to the driver with cudaFree, which CUDA
+    does not allow while a capture is in progress. On torch 2.11 (H100) the call inside a
+    capture was accepted (the allocator leaves memory alone while capturing), so this is
+    info: it does nothing useful there and belongs before the capture."""
     nodes = (cst.Call,)
     invalid = (
         '''

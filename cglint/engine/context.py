@@ -95,6 +95,11 @@ class Context:
         return self._walker.function
 
     @property
+    def statement(self) -> Optional[cst.CSTNode]:
+        """The statement being walked (a SimpleStatementLine or a compound statement)."""
+        return self._walker.statement
+
+    @property
     def capture(self) -> Optional[Capture]:
         """The capture at hand: the site (capture rules) or the region being walked (region rules)."""
         if self._walker.site is not None:

@@ -316,6 +316,12 @@ def _call_method(call: cst.Call, receiver: Value, name: str, scope: "Scope") -> 
     if receiver.kind == Kind.OBJECT:
         if name in t.values.module_self_methods and (receiver.tag in ("module", "module_container") or receiver.targets):
             return receiver  # model.cuda(), model.to(device), model.eval() return the module itself
+        if receiver.targets and any(isinstance(t, ClassInfo) for t in receiver.targets):
+            member = scope.member(receiver, name)
+            # self.proj(x): an attribute holding a module; calling it runs its forward, as for a name.
+            if member.kind == Kind.OBJECT and not member.is_class and not any(isinstance(t, FunctionInfo) for t in member.targets):
+                if member.tag in ("module", "module_container") or any(isinstance(t, ClassInfo) for t in member.targets):
+                    return TENSOR
         if receiver.tag == "numpy_rng":
             return Value(Kind.NUMPY, random=True)
         if receiver.tag == "python_rng":
