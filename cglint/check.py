@@ -153,6 +153,7 @@ def _run_engine(texts, entry, roots, checked, config, codes, diagnostics, helper
     from cglint.engine.project import Project
 
     project = Project(display_path, lambda path, error: diagnostics.append(_diagnostic(display_path(path), error)))
+    project.sources = texts
     if sources:  # modules reached by calls are read from `sources` too (fixes not yet written)
         given = {path.resolve(): text for path, text in sources.items()}
         load = project.module_for_path

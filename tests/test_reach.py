@@ -188,3 +188,42 @@ def test_checking_one_file_reads_the_modules_it_calls(tmp_path):
     found = findings(tmp_path, files, paths=["app/run.py"])
     assert by_file(found, tmp_path) == {("app/model.py", "CG105", 2)}
     assert found[0].region.path.endswith("app/run.py")
+
+
+def test_a_runner_reaches_the_model_its_constructor_was_given(tmp_path):
+    # An engine's graph runner gets its model from a script: `self.model = model`.
+    files = {
+        "runner.py": """
+            import torch
+
+            class GraphRunner:
+                def __init__(self, model, sizes):
+                    self.model = model
+                    self.sizes = sizes
+                    self.graphs = {}
+
+                def capture(self, inputs):
+                    for bs in self.sizes:
+                        graph = torch.cuda.CUDAGraph()
+                        with torch.cuda.graph(graph):
+                            out = self.model(inputs[bs])
+                        self.graphs[bs] = (graph, out)
+        """,
+        "model.py": """
+            import torch
+
+            class Net(torch.nn.Module):
+                def forward(self, x):
+                    return x * x.abs().max().item()
+        """,
+        "serve.py": """
+            from model import Net
+            from runner import GraphRunner
+
+            def main(inputs):
+                net = Net().cuda().eval()
+                runner = GraphRunner(net, [1, 2, 4])
+                runner.capture(inputs)
+        """,
+    }
+    assert by_file(findings(tmp_path, files), tmp_path) == {("model.py", "CG101", 5)}

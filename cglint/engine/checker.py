@@ -99,6 +99,9 @@ class Engine:
         self._host_writes: dict[tuple, list] = {}
         self._deferred: dict[int, tuple] = {}
         self._idents: dict[int, frozenset] = {}
+        self._constructions: dict[int, list] = {}
+        self._construction_search: set[int] = set()
+        project.find_constructions = self.constructions
         self._names = set(CAPTURE_NAMES) | {n.rsplit(".", 1)[-1] for n in self.capture_functions}
         self._queue: deque[Job] = deque()
         self._jobs_seen: set = set()
@@ -286,6 +289,22 @@ class Engine:
     def replay_selectors(self, function: FunctionInfo) -> set[str]:
         """Names used inside the expression of the graph being replayed (`bs` in `graphs[bs].replay()`)."""
         return {n.value for r in self.replay_receivers(function) for n in [r, *descendants(r)] if isinstance(n, cst.Name) and n is not r}
+
+    def note_construction(self, cls, args: dict[str, Value]) -> None:
+        if not self.project.only_capturing:  # values computed while modules were left out are unreliable
+            self._constructions.setdefault(id(cls), []).append(args)
+
+    def constructions(self, cls) -> list[dict[str, Value]]:
+        """How `cls` is constructed anywhere in the checked files: the walks of the functions
+        that name it record their calls (an engine's runner gets its model from a script)."""
+        if id(cls) not in self._construction_search:
+            self._construction_search.add(id(cls))
+            for module in self.project.modules_mentioning(f"{cls.name}("):
+                functions = [*module.functions.values(), *(m for c in module.classes.values() for m in c.methods.values())]
+                for function in [module.body_function, *(f for f in functions if cls.name in self._identifiers(f))]:
+                    env = {} if function is module.body_function else initial_env(self.project, function)
+                    self._guarded(module, lambda: Walker(self, function, env, Mode.DISCOVER).run())
+        return self._constructions.get(id(cls), [])
 
     def note_replay(self, function: FunctionInfo) -> None:
         self._replayers[id(function.node)] = function

@@ -176,6 +176,8 @@ class Project:
         self._only_capturing = False
         self._no_capture: set[Path] = set()
         self._files: dict[tuple[Path, str], Optional[Path]] = {}
+        self.sources: dict[Path, str] = {}  # text of every checked file, for whole-project searches
+        self.find_constructions: Optional[Callable[[ClassInfo], list]] = None
 
     @property
     def only_capturing(self) -> bool:
@@ -237,6 +239,20 @@ class Project:
         if info is not None:
             self._by_name.setdefault((root, name), info)
         return info
+
+    def constructions(self, cls: ClassInfo) -> list[dict]:
+        """Argument values of the calls that construct `cls` (filled in by the engine)."""
+        return self.find_constructions(cls) if self.find_constructions is not None and not self._only_capturing else []
+
+    def modules_mentioning(self, text: str) -> list[ModuleInfo]:
+        """Modules among the checked files whose source contains `text` (parsed on demand)."""
+        found = []
+        for path, source_text in self.sources.items():
+            if text in source_text:
+                module = self.module_for_path(path, source_text)
+                if module is not None:
+                    found.append(module)
+        return found
 
     def attempted_paths(self) -> list[Path]:
         """Every file this project read to parse (whether or not it parsed)."""

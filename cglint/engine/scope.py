@@ -116,8 +116,21 @@ class Scope:
                     current = UNKNOWN
                 else:
                     current = evaluate(write.value, Scope(self.project, write.method, initial_env(self.project, write.method)))
+                    if not current.targets and _is_parameter(write.value, write.method):
+                        # `self.model = model` in __init__: what the constructor's callers pass.
+                        current = self._from_constructions(klass, write.value.value, current)  # type: ignore[union-attr]
                 value = current if value is None else join(value, current)
         return value or UNKNOWN
+
+    def _from_constructions(self, cls: ClassInfo, param: str, fallback: Value) -> Value:
+        values = [args[param] for args in self.project.constructions(cls) if param in args]
+        found = [v for v in values if v.targets or v.tag]
+        if not found:
+            return fallback
+        result = found[0]
+        for value in found[1:]:
+            result = join(result, value)
+        return result
 
     def class_tag(self, cls: ClassInfo) -> str:
         objects = tables().objects
@@ -126,6 +139,10 @@ class Scope:
             if tag in tags:
                 return tag
         return ""
+
+
+def _is_parameter(expr: cst.BaseExpression, method: FunctionInfo) -> bool:
+    return method.name == "__init__" and isinstance(expr, cst.Name) and expr.value in {p.name.value for p in method.params}
 
 
 def initial_env(project: Project, function: FunctionInfo, args: Optional[dict[str, Value]] = None) -> dict[str, Value]:

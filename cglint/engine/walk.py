@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator, Optional
 import libcst as cst
 
 from cglint.engine import captures
+from cglint.engine.api import tables
 from cglint.engine.context import Context
 from cglint.engine.project import ClassInfo, FunctionInfo
 from cglint.engine.scope import Scope, initial_env
@@ -76,8 +77,12 @@ class Walker:
         elif isinstance(node, cst.If):
             self.dispatch(node)
             self.expr(node.test)
-            self.block(suite_body(node.body))
-            if isinstance(node.orelse, cst.If):
+            dead = self.dead_while_capturing(node.test)
+            if dead != "body":
+                self.block(suite_body(node.body))
+            if dead == "orelse":
+                pass
+            elif isinstance(node.orelse, cst.If):
                 self.stmt(node.orelse)
             elif node.orelse is not None:
                 self.block(suite_body(node.orelse.body))
@@ -166,6 +171,18 @@ class Walker:
                 name = dotted_name(alias.name) or ""
                 local = alias.asname.name.value if alias.asname is not None else name
                 self.scope.env[local] = self.scope.reference(f"{origin}.{name}" if origin else name)
+
+    def dead_while_capturing(self, test: cst.BaseExpression) -> Optional[str]:
+        """In a region, the branch of `if [not] torch.cuda.is_current_stream_capturing():` that
+        cannot run during capture ('body' or 'orelse'): checks and syncs that code keeps for
+        eager runs only (`if not capturing: assert torch.isfinite(x).all()`) are not captured."""
+        if not self.in_region:
+            return None
+        negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+        inner = test.expression if negated else test  # type: ignore[attr-defined]
+        if isinstance(inner, cst.Call) and self.scope.qualname(inner.func) in tables().capture.capturing_check:
+            return "body" if negated else "orelse"
+        return None
 
     def note_loop_variable(self, node: cst.For) -> None:
         """A replay loop's variable changes between replays, like an assignment there."""
@@ -312,7 +329,10 @@ class Walker:
         if self.engine.is_configured_name(qualified) and not self.callees(node):
             # A capture function of another package, named in the configuration.
             self.capture_targets(node, f"capture helper {qualified}", [a.value for a in node.args])
-        for function, _ in self.callees(node):
+        for function, bound in self.callees(node):
+            if function.name == "__init__" and function.cls is not None:
+                args = {name: evaluate(expr, self.scope) for name, expr in self.arguments(function, node, bound)}
+                self.engine.note_construction(function.cls, args)
             self.engine.note_call(function, self.function, node)
             helper = self.engine.helper(function)
             if helper.callable_params:
