@@ -32,3 +32,21 @@ def check(paths: Iterable[Union[str, Path]], *, config_file: Optional[Path] = No
     config = load_config(config_file, paths[0])
     codes = catalogue.selected(list(select) if select else config.select, [*config.ignore, *ignore])
     return check_paths(paths, config, codes)
+
+
+def fix_source(
+    text: str,
+    filename: Union[str, Path] = "snippet.py",
+    *,
+    select: Optional[Iterable[str]] = None,
+    ignore: Iterable[str] = (),
+    config: Optional[Config] = None,
+) -> str:
+    """`text` with every safe automatic fix applied (what `cglint check --fix` would write)."""
+    from cglint.fix import fix_files
+
+    path = Path(filename)
+    config = config or Config(root=path.parent.resolve() if path.parent.exists() else Path.cwd())
+    codes = catalogue.selected(list(select) if select else config.select, [*config.ignore, *ignore])
+    change = fix_files([path], config, codes, sources={path: text}).files.get(path.resolve())
+    return change.after if change is not None else text

@@ -13,7 +13,6 @@ import json
 import os
 import tokenize
 from collections import Counter
-from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
@@ -46,20 +45,20 @@ def code_lines(text: str) -> list[str]:
     return [normalize(line) for line in lines]
 
 
-@lru_cache(maxsize=256)
-def _disk_lines(path: str) -> tuple[str, ...]:
+def _disk_lines(path: str) -> list[str]:
     from cglint import source
 
     data = source.read_bytes(Path(path))
     text = source.decode(data) if isinstance(data, bytes) else data
-    return tuple(code_lines(text)) if isinstance(text, str) else ()
+    return code_lines(text) if isinstance(text, str) else []
 
 
 def keys(findings: Iterable[Finding], relative_to: Optional[Path] = None, lines: Optional[Callable[[str], list]] = None) -> list[Key]:
     """The key of each finding, in order. Paths are made relative to `relative_to` (the
     baseline's folder) when below it; `lines(path)` gives a file's normalized lines
     (default: read from disk)."""
-    lines = lines or (lambda path: list(_disk_lines(path)))
+    read: dict[str, list] = {}
+    lines = lines or (lambda path: read[path] if path in read else read.setdefault(path, _disk_lines(path)))
     findings = list(findings)
     base = relative_to.resolve() if relative_to is not None else None
     seen: Counter = Counter()

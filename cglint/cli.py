@@ -33,13 +33,17 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--select", type=_codes, help="codes, prefixes or categories to report (comma-separated)")
     check.add_argument("--extend-select", type=_codes, default=[], help="add to the selection")
     check.add_argument("--ignore", type=_codes, default=[], help="codes, prefixes or categories not to report")
-    check.add_argument("--format", choices=("text", "concise", "json", "sarif", "github"), default=None)
+    check.add_argument("--format", choices=("text", "concise", "json", "sarif", "github"), default=None, help="report format (default: text, or $CGLINT_OUTPUT_FORMAT)")
     check.add_argument("--output-file", type=Path, help="write the report to this file")
     check.add_argument("--statistics", action="store_true", help="show counts per rule")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     check.add_argument("--config", type=Path, help="configuration file (pyproject.toml or cglint.toml)")
     check.add_argument("--force-exclude", action="store_true", help="apply exclusions to files named explicitly too")
-    check.add_argument("--fix", action="store_true", help="apply safe automatic fixes")
+    check.add_argument("--fix", action="store_true", help="apply safe automatic fixes, then report what is left")
+    check.add_argument("--diff", action="store_true", help="show the safe fixes as a diff instead of writing them (exit 1 if any)")
+    check.add_argument("--add-noqa", action="store_true", help="add `# noqa: CODE` comments for every current finding")
+    check.add_argument("--baseline", type=Path, metavar="FILE", help="report only findings not recorded in FILE")
+    check.add_argument("--update-baseline", action="store_true", help="record the current findings in the --baseline FILE")
     check.add_argument("--no-cache", action="store_true", help="do not read or write the result cache")
     check.add_argument("--jobs", "-j", type=int, default=None, metavar="N", help="worker processes")
     check.add_argument("--color", choices=("auto", "always", "never"), default="auto")
@@ -85,7 +89,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 def run_check(args: argparse.Namespace) -> int:
     from cglint import catalogue, config as config_module
     from cglint.check import check_paths
-    from cglint.report import write_report
+    from cglint.report import FORMATS, write_report
 
     paths = args.paths or [Path(".")]
     try:
@@ -97,20 +101,96 @@ def run_check(args: argparse.Namespace) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
     jobs = args.jobs or os.cpu_count() or 1
-    result = check_paths(paths, config, codes, force_exclude=args.force_exclude, use_cache=not args.no_cache, jobs=jobs)
+    if sum(map(bool, (args.fix, args.diff, args.add_noqa, args.update_baseline))) > 1:
+        raise UsageError("use one of --fix, --diff, --add-noqa and --update-baseline at a time")
+    if args.update_baseline and args.baseline is None:
+        raise UsageError("--update-baseline needs --baseline FILE")
     fmt = args.format or os.environ.get("CGLINT_OUTPUT_FORMAT", "text")
-    if fmt == "sarif":
-        from cglint.report.sarif import write_sarif
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown output format {fmt!r} (CGLINT_OUTPUT_FORMAT); use one of {', '.join(FORMATS)}")
+    if args.baseline is not None and not args.update_baseline:
+        from cglint import baseline
 
-        with _output(args.output_file) as stream:
-            write_sarif(result.findings, stream)
+        try:
+            baseline.load(args.baseline)  # a usage error before anything is written
+        except baseline.BaselineError as exc:
+            raise UsageError(str(exc)) from None
+    notes: list[str] = []
+    if args.fix or args.diff:
+        from cglint.fix import fix_paths
+
+        outcome = fix_paths(paths, config, codes, force_exclude=args.force_exclude)
+        if args.diff:
+            with _output(args.output_file) as stream:
+                stream.write(outcome.diff())
+            _note(f"Would fix {_count(outcome.fixed)} in {_count(len(outcome.files), 'file')}." if outcome.fixed else "No fixes available.")
+            return EXIT_FINDINGS if outcome.fixed and not args.exit_zero else EXIT_CLEAN
+        for problem in outcome.write():
+            _note(f"warning: {problem}")
+        result = outcome.result
+        notes.append(f"Fixed {_count(outcome.fixed)} in {_count(len(outcome.files), 'file')}." if outcome.fixed else "Nothing to fix.")
     else:
-        with _output(args.output_file) as stream:
-            color = _use_color(args.color, stream)
-            write_report(result.findings, fmt=fmt, files_checked=result.files_checked, stream=stream, statistics=args.statistics, color=color)
-    if result.findings and not args.exit_zero:
+        result = check_paths(paths, config, codes, force_exclude=args.force_exclude, use_cache=not args.no_cache, jobs=jobs)
+    findings = result.findings
+    if args.add_noqa:
+        _note(f"Added {_count(add_noqa(findings), 'noqa directive')}.")
+        return EXIT_CLEAN
+    if args.baseline is not None:
+        from cglint import baseline
+
+        if args.update_baseline:
+            baseline.write(args.baseline, findings)
+            _note(f"Recorded {_count(len(findings))} in {args.baseline}.")
+            return EXIT_CLEAN
+        try:
+            findings, known = baseline.new_findings(findings, args.baseline)
+        except baseline.BaselineError as exc:
+            raise UsageError(str(exc)) from None
+        if known:
+            notes.append(f"{_count(known)} recorded in {args.baseline} not shown.")
+    with _output(args.output_file) as stream:
+        color = _use_color(args.color, stream)
+        write_report(findings, fmt=fmt, files_checked=result.files_checked, stream=stream, statistics=args.statistics, color=color)
+    for note in notes:
+        _note(note)
+    if findings and not args.exit_zero:
         return EXIT_FINDINGS
     return EXIT_CLEAN
+
+
+def _count(n: int, noun: str = "finding") -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _note(text: str) -> None:
+    """What cglint did besides reporting, on stderr: the report on stdout stays machine-readable."""
+    print(text, file=sys.stderr)
+
+
+def add_noqa(findings) -> int:
+    """Add `# noqa: CODE` for each finding of a rule (not CG0xx diagnostics); returns how many."""
+    from cglint import catalogue, source
+    from cglint.rewrite import FileChanged, replace_text
+    from cglint.suppress import with_noqa
+
+    by_path: dict[str, list] = {}
+    for f in findings:
+        if f.code not in catalogue.TOOL_DIAGNOSTICS:
+            by_path.setdefault(f.path, []).append((f.code, f.line, f.end_line))
+    added = 0
+    for path, wanted in sorted(by_path.items()):
+        loaded = source.load(Path(path), path)
+        if isinstance(loaded, source.SourceError):
+            continue
+        text, count = with_noqa(loaded.text, wanted)
+        if count:
+            try:
+                replace_text(Path(path), text, loaded.text)
+            except (FileChanged, OSError) as exc:
+                _note(f"warning: {exc}")
+                continue
+            added += count
+    return added
 
 
 class _output:

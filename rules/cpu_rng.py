@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from cglint.engine.syntax import code_of, keyword
+from cglint.engine.syntax import code_of, dotted_name, keyword
 from cglint.rule import Hit, Rule
 
 _FROZEN = "is drawn once, at capture; every replay reuses the same value"
@@ -121,7 +121,11 @@ class HostRngToDevice(Rule):
     host-to-device transfer from pageable memory, which PyTorch rejects during capture
     ("Cannot copy between CPU and CUDA tensors during CUDA graph capture"). With pinned
     memory it would capture, but replay the same numbers forever."""
-    fix_safety = "Safe: drawing on the device gives numbers with the same distribution."
+    fix_safety = (
+        "Safe: `--fix` draws on the device (`device=`) instead of moving host numbers there: the same "
+        "distribution, drawn afresh on every replay. Not offered when a generator, pinned memory or "
+        "`requires_grad` ties the draw to the host."
+    )
     nodes = (cst.Call,)
     invalid = (
         '''
@@ -158,6 +162,35 @@ with torch.cuda.graph(g):
             return
         if name == "cuda" or (name == "to" and ctx.to_device(node) == "device"):
             yield Hit(node, {"expr": code_of(node)})
+
+    def fix(self, node, ctx):
+        # `torch.randn(shape).cuda()` -> `torch.randn(shape, device="cuda")`: only a factory call
+        # moved as it is, with nothing (generator, pinning, autograd) that ties it to the host.
+        receiver = node.func.value if isinstance(node.func, cst.Attribute) else None
+        if not isinstance(receiver, cst.Call) or (dotted_name(receiver.func) or "").rsplit(".", 1)[-1] not in _DEVICE_DRAWS:
+            return None
+        if any(keyword(receiver, k) is not None for k in ("device", "generator", "out", "pin_memory", "requires_grad")):
+            return None
+        device = _target_device(node, node.func.attr.value)
+        return None if device is None else ctx.with_keyword(receiver, "device", device)
+
+
+_DEVICE_DRAWS = frozenset({"rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like"})
+
+
+def _target_device(call: cst.Call, method: str):
+    """The device a `.cuda(...)` / `.to(...)` call names, if that is all it does."""
+    args = [a for a in call.args if not (a.keyword is not None and a.keyword.value in ("non_blocking", "copy"))]
+    if method == "cuda" and not args:
+        return cst.SimpleString('"cuda"')
+    if len(args) != 1 or (args[0].keyword is not None and args[0].keyword.value != "device"):
+        return None
+    value = args[0].value
+    if method == "cuda" or isinstance(value, cst.SimpleString) or (dotted_name(value) or "").rsplit(".", 1)[-1] in ("device", "dev"):
+        return value
+    if isinstance(value, cst.Call) and (dotted_name(value.func) or "").endswith("device"):
+        return value  # torch.device("cuda", 1)
+    return None
 
 
 class CustomGenerator(Rule):

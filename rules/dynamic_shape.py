@@ -67,6 +67,25 @@ def host_reads(expr: cst.BaseExpression, ctx) -> Iterator[cst.BaseExpression]:
             stack.extend(a.value for a in current.args)
 
 
+def changing_number(read: cst.BaseExpression, ctx):
+    """How a Python number read by captured code changes between replays, or None.
+
+    Only known host values count (an attribute of unknown type may be a tensor updated
+    in place). A module global that a function only reassigns is a setting stored once
+    at start-up (`def init(tp): global TP; TP = tp`); it counts when it is updated
+    (`+=`) or changed in the replay loop."""
+    if ctx.value(read).kind.value != "host":
+        return None
+    state = ctx.changing_state(read, any_write=True)
+    if not state:
+        return None
+    if isinstance(read, cst.Name) and not ctx.is_local(read.value) and "is reassigned in" in state:
+        return None
+    prefix = f"`{code_of(read)}` "
+    text = state.split(prefix, 1)[-1] if prefix in state else state
+    return text[len("global "):] if text.startswith("global ") else text
+
+
 class ShapeFromData(Rule):
     code = "CG701"
     name = "shape-from-tensor-data"
@@ -165,19 +184,10 @@ for batch in loader:
             if ctx.value(size).data:
                 continue  # CG701
             for read in host_reads(size, ctx):
-                if ctx.value(read).is_tensor:
-                    continue
-                state = ctx.changing_state(read, any_write=True)
+                state = changing_number(read, ctx)
                 if state:
-                    yield Hit(node, {"expr": code_of(node), "read": code_of(read), "state": _predicate(state, read)})
+                    yield Hit(node, {"expr": code_of(node), "read": code_of(read), "state": state})
                     return
-
-
-def _predicate(state: str, read: cst.BaseExpression) -> str:
-    """'is updated in X()' from the engine's "`self.n` is updated in X()"."""
-    prefix = f"`{code_of(read)}` "
-    text = state.split(prefix, 1)[-1] if prefix in state else state
-    return text[len("global "):] if text.startswith("global ") else text
 
 
 RULES = (ShapeFromData, StaleHostSize)

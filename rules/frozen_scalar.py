@@ -11,7 +11,7 @@ import libcst as cst
 
 from cglint.engine.syntax import code_of, string_value
 from cglint.rule import REPLAY, Hit, Rule
-from cglint.rules.dynamic_shape import host_reads, size_arguments
+from cglint.rules.dynamic_shape import changing_number, host_reads, size_arguments
 
 _HOST_CALLS = ("print", "len", "range", "isinstance", "getattr", "setattr", "hasattr", "str", "repr", "format")
 
@@ -21,7 +21,9 @@ def _captured_work(call: cst.Call, ctx) -> bool:
     name = ctx.call_name(call)
     if name is not None:
         if name.startswith("torch."):
-            return name not in ctx.api.values.host_functions and ctx.value(call).kind.value != "host"
+            # Tensor ops only: torch.cuda.*, torch.distributed.* and other host-state calls
+            # (`set_sync_debug_mode(mode)`) take Python values that are not kernel arguments.
+            return ctx.value(call).is_tensor
         return bool(ctx.value(call.func).targets)  # a project function or class
     method = ctx.method(call)
     if method is not None:
@@ -66,10 +68,10 @@ class FrozenHostValue(Rule):
 import torch
 
 class Sampler:
-    def __init__(self, temperature):
+    def __init__(self, temperature: float):
         self.temperature = temperature
 
-    def set_temperature(self, temperature):
+    def set_temperature(self, temperature: float):
         self.temperature = temperature
 
     def __call__(self, logits: torch.Tensor):
@@ -132,17 +134,9 @@ for step in range(10):
     def check(self, node, ctx):
         for operand in _operands(node, ctx):
             for read in host_reads(operand, ctx):
-                if ctx.value(read).is_tensor or ctx.value(read).kind.value == "object":
-                    continue
-                state = ctx.changing_state(read, any_write=True)
+                state = changing_number(read, ctx)
                 if state:
-                    yield Hit(read, {"read": code_of(read), "state": _predicate(state, read)})
-
-
-def _predicate(state: str, read: cst.BaseExpression) -> str:
-    prefix = f"`{code_of(read)}` "
-    text = state.split(prefix, 1)[-1] if prefix in state else state
-    return text[len("global "):] if text.startswith("global ") else text
+                    yield Hit(read, {"read": code_of(read), "state": state})
 
 
 def _lr_is_tensor(optimizer, ctx) -> bool:

@@ -143,21 +143,23 @@ class FileIOInCapture(Rule):
     summary = "Reads or writes files from captured code: `open`, `torch.save`/`torch.load`, `json.dump`, `np.save`, TensorBoard writers."
     message = "`{expr}` " + _ONCE + ": the file is read or written at capture and never again"
     fix_hint = "Do file I/O outside the graph: load before capture into static tensors, save after replay()."
-    why = """File access is host work and is not recorded into the graph. A checkpoint saved
-    inside the captured step is written once, with capture-time values; data loaded
-    there is loaded once and reused by every replay."""
+    why = """File access is host work and is not recorded into the graph. A log file written
+    inside the captured step gets one line, at capture; data loaded there is loaded once
+    and reused by every replay. Saving device tensors (`torch.save(out, path)`) also
+    copies them to the host, which fails capture outright (see CG102)."""
     nodes = (cst.Call,)
     invalid = (
         '''
 import torch
 
-def step(model, x, path):
+def step(model, x, log_path):
     out = model(x)
-    torch.save(out, path)  # expect: CG503
+    with open(log_path, "a") as log:  # expect: CG503
+        log.write("step\\n")
     return out
 
 with torch.cuda.graph(g):
-    static_out = step(model, static_x, "out.pt")
+    static_out = step(model, static_x, "steps.log")
 ''',
     )
     valid = (
@@ -169,7 +171,10 @@ def step(model, x):
 
 with torch.cuda.graph(g):
     static_out = step(model, static_x)
-g.replay()
+with open("steps.log", "a") as log:
+    for _ in range(10):
+        g.replay()
+        log.write("step\\n")
 torch.save(static_out, "out.pt")
 ''',
     )
@@ -200,7 +205,7 @@ class HostContainerMutation(Rule):
     category = "host-effect"
     severity = "warning"
     summary = "Appends to or assigns into a list or dict on `self` or a module global from code reached by a capture."
-    message = "`{expr}` " + _ONCE + ": `{container}` gets one entry at capture and none on replay"
+    message = "`{expr}` " + _ONCE + ": `{container}` changes once, at capture, and never on replay"
     fix_hint = "Write into a preallocated device tensor (`buf[i].copy_(x)`), or collect results after replay()."
     why = """A list or dict that outlives the call is host state. Captured code appends to it
     once, at capture; replays do not run Python, so the history, cache or bookkeeping it
@@ -266,8 +271,19 @@ for _ in range(3):
             if not subscripts:
                 return
             container = subscripts[0].value
-        if _outlives_call(container, ctx) and ctx.value(container).kind == Kind.HOST:
+        if _outlives_call(container, ctx) and ctx.value(container).kind == Kind.HOST and not _lazy(node, ctx):
             yield Hit(node, {"expr": code_of(node), "container": code_of(container)})
+
+
+def _lazy(node, ctx) -> bool:
+    """Memoisation (`if key not in self.cache: self.cache[key] = ...`): filled on the first,
+    eager call during warmup; at capture the entry exists and the code does not run."""
+    for outer in ctx.enclosing(node):
+        if isinstance(outer, cst.If):
+            text = code_of(outer.test, limit=200)
+            if " not in " in text or " is None" in text or "hasattr(" in text:
+                return True
+    return False
 
 
 class HostCounter(Rule):

@@ -42,7 +42,10 @@ class RebindCaptured(Rule):
     why = """Every replay reads from and writes to the addresses recorded at capture. Binding
     the Python name to a new tensor changes nothing the graph sees: replay computes on
     the old input (or writes an output you no longer look at). No error is raised."""
-    fix_safety = "Safe when shapes and dtypes match: `copy_` writes the same values the rebinding meant."
+    fix_safety = (
+        "Safe when shapes and dtypes match: `--fix` writes `name.copy_(value)`, which puts the values the "
+        "rebinding meant where the graph reads them (a value of another shape now raises instead of being ignored)."
+    )
     nodes = (cst.Assign, cst.AnnAssign)
     invalid = (
         '''
@@ -98,6 +101,23 @@ for batch in loader:
                 name = _captured_target(leaf, ctx)
                 if name and not _derived_from_itself(leaf, node.value) and ctx.replay_follows():
                     yield Hit(leaf, {"name": name})
+
+    def fix(self, node, ctx):
+        # `static_x = batch` -> `static_x.copy_(batch)`, when the statement rebinds only this name.
+        owner = ctx.parent(node)
+        statement = ctx.parent(owner) if isinstance(owner, cst.AssignTarget) else owner
+        if isinstance(statement, cst.Assign) and len(statement.targets) == 1 and statement.targets[0].target is node:
+            value = statement.value
+        elif isinstance(statement, cst.AnnAssign) and statement.target is node and statement.value is not None:
+            value = statement.value
+        else:
+            return None
+        if isinstance(value, (cst.Tuple, cst.List, cst.Dict, cst.Set, cst.BaseNumber, cst.BaseString, cst.Lambda)):
+            return None  # not a tensor: copy_ would raise where the assignment did not
+        if isinstance(value, cst.Name) and value.value in ("None", "True", "False"):
+            return None
+        copy = cst.Call(cst.Attribute(node, cst.Name("copy_")), [cst.Arg(value)])
+        return {statement: cst.Expr(copy, semicolon=statement.semicolon)}
 
 
 class HostToDevice(Rule):

@@ -287,6 +287,20 @@ def _caching_autocast(node: cst.CSTNode, function, ctx) -> Optional[cst.Call]:
     return None
 
 
+def _autocast_fix(node: cst.CSTNode, ctx):
+    """`cache_enabled=False` on the autocast named in the finding, around `node`. Autocast then
+    casts the weights on every use instead of caching the casts: the same values, always fresh."""
+    for outer in ctx.ancestors(node):
+        for item in outer.items if isinstance(outer, cst.With) else ():
+            call = item.item
+            if isinstance(call, cst.Call) and code_of(call) == ctx.details.get("autocast"):
+                return {call: ctx.with_keyword(call, "cache_enabled", cst.Name("False"))}
+    return None
+
+
+_AUTOCAST_FIX_SAFETY = "Safe: `--fix` adds `cache_enabled=False` to the autocast; the casts compute the same values, made afresh for every use."
+
+
 class AutocastCacheAroundCapture(Rule):
     code = "CG903"
     name = "capture-inside-caching-autocast"
@@ -300,6 +314,7 @@ class AutocastCacheAroundCapture(Rule):
     the graph reads the cached copies made during warmup. After an optimizer step the
     replays keep using the old weights, and when the autocast block exits the copies are
     freed while the graph still reads them. Results diverge from eager silently."""
+    fix_safety = _AUTOCAST_FIX_SAFETY
     scope = CAPTURE
     nodes = (cst.With, cst.Call)
     invalid = (
@@ -332,6 +347,9 @@ with torch.autocast("cuda", dtype=torch.float16, cache_enabled=False):
             if autocast is not None:
                 yield Hit(node, {"autocast": code_of(autocast)})
 
+    def fix(self, node, ctx):
+        return _autocast_fix(node, ctx)
+
 
 class AutocastCacheGraphedCallables(Rule):
     code = "CG910"
@@ -344,6 +362,7 @@ class AutocastCacheGraphedCallables(Rule):
     why = """The forward and backward graphs of make_graphed_callables are captured separately;
     cached weight casts made while capturing the forward would be freed before the
     backward graph replays. PyTorch checks for an active autocast cache and raises."""
+    fix_safety = _AUTOCAST_FIX_SAFETY
     scope = CAPTURE
     nodes = (cst.Call,)
     invalid = (
@@ -373,6 +392,9 @@ with torch.autocast("cuda", dtype=torch.float16, cache_enabled=False):
             autocast = _caching_autocast(node, ctx.function, ctx)
             if autocast is not None:
                 yield Hit(node, {"expr": code_of(node), "autocast": code_of(autocast)})
+
+    def fix(self, node, ctx):
+        return _autocast_fix(node, ctx)
 
 
 class CheckpointRngState(Rule):
@@ -708,7 +730,7 @@ with torch.cuda.graph(g):
     )
 
     def check(self, node, ctx):
-        if not any(isinstance(n, cst.Call) and ctx.call_name(n) in ctx.api.setup.capturing_checks for n in [node.test, *descendants(node.test)]):
+        if not any(isinstance(n, cst.Call) and ctx.call_name(n) in ctx.api.capture.capturing_check for n in [node.test, *descendants(node.test)]):
             return
         if isinstance(node, cst.IfExp):
             yield Hit(node.test, {"expr": code_of(node.test)})

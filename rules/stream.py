@@ -121,11 +121,34 @@ with torch.cuda.graph(g):
 
     def check(self, node, ctx):
         stream = _stream_context(node, ctx)
-        if stream is None or _no_fork_needed(stream, ctx):
+        if stream is None or _no_fork_needed(stream, ctx) or _holds_capture(node):
             return
         text = code_of(stream)
-        if not _forked(text, ctx.before(node)) and not _forked(text, node.body.body[:1]):
+        if _forked(text, ctx.before(node)) or _forked(text, node.body.body[:1]):
+            return
+        if ctx.in_capture_block or _made_here(text, ctx.before(node)) or _callers_never_fork(text, ctx):
             yield Hit(node, {"stream": text})
+
+
+def _holds_capture(with_node: cst.With) -> bool:
+    """`with torch.cuda.stream(s): g.capture_begin() ...`: the stream of a capture of its own."""
+    return any(isinstance(n, cst.Call) and capture_method(n) == "begin" for n in descendants(with_node.body))
+
+
+def _made_here(stream: str, statements) -> bool:
+    """`s = torch.cuda.Stream()` in this function: no caller can have forked it."""
+    for stmt in statements:
+        for node in [stmt, *descendants(stmt)]:
+            if isinstance(node, cst.Assign) and any(code_of(t.target) == stream for t in node.targets):
+                return True
+    return False
+
+
+def _callers_never_fork(stream: str, ctx) -> bool:
+    """In a called function the fork may precede the call: report only when every known
+    caller is seen not to fork before calling (unknown callers: not reported)."""
+    callers = ctx.callers()
+    return bool(callers) and not any(_forked(stream, ctx.before(call, caller)) for caller, call in callers)
 
 
 class SideStreamNotJoined(Rule):
@@ -168,7 +191,7 @@ with torch.cuda.graph(g):
 
     def check(self, node, ctx):
         stream = _stream_context(node, ctx)
-        if stream is None or _no_fork_needed(stream, ctx):
+        if stream is None or _no_fork_needed(stream, ctx) or _holds_capture(node):
             return
         text = code_of(stream)
         forked = _forked(text, ctx.before(node)) or _forked(text, node.body.body[:1])

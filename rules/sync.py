@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from cglint.engine.syntax import code_of, is_true, keyword, positional
+from cglint.engine.syntax import code_of, identifiers, is_true, keyword, positional
 from cglint.rule import Hit, Rule
 
 _CAPTURE_FAILS = "capture fails with cudaErrorStreamCaptureUnsupported"
@@ -202,6 +202,11 @@ class ExplicitSync(Rule):
     why = """cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize and the query
     calls are illegal while a stream is capturing (900); the capture is invalidated.
     PyTorch's sync debug mode does not report `torch.cuda.synchronize()`."""
+    fix_safety = (
+        "Safe: `--fix` deletes a `torch.cuda.synchronize()` (or stream or event `.synchronize()`) statement; "
+        "it cannot be captured and changes no result. Not offered in functions that make `non_blocking` "
+        "copies, which it may be ordering with the host."
+    )
     nodes = (cst.Call,)
     invalid = (
         '''
@@ -250,6 +255,15 @@ torch.cuda.synchronize()
             value = ctx.value(method[0])
             if value.tag in ("stream", "event"):
                 yield Hit(node, {"expr": code_of(node)})
+
+    def fix(self, node, ctx):
+        statement = ctx.parent(node)
+        name = node.func.attr.value if isinstance(node.func, cst.Attribute) else getattr(node.func, "value", "")
+        if not isinstance(statement, cst.Expr) or name != "synchronize":
+            return None  # `.query()` and synchronize used as a value stay for the user
+        if "non_blocking" in identifiers(ctx.function_of(node)):
+            return None
+        return ctx.remove_statement(statement)
 
 
 class DataDependentSize(Rule):
@@ -571,7 +585,7 @@ class ClipGradNonfinite(Rule):
     why = """With error_if_nonfinite=True, clip_grad_norm_ tests the total norm with a Python
     `if` on a tensor: a host sync (900 during capture), and a check that could never
     fire again on replay."""
-    fix_safety = "Safe: removing the check changes no value computed on the GPU."
+    fix_safety = "Safe: `--fix` drops `error_if_nonfinite=True`; removing the check changes no value computed on the GPU."
     nodes = (cst.Call,)
     invalid = (
         '''
@@ -600,6 +614,9 @@ with torch.cuda.graph(g):
         is_clip = name.endswith("clip_grad_norm_") or (method is not None and method[1] == "clip_grad_norm_")
         if is_clip and is_true(keyword(node, "error_if_nonfinite")):
             yield Hit(node, {"expr": code_of(node)})
+
+    def fix(self, node, ctx):
+        return ctx.without_keyword(node, "error_if_nonfinite")
 
 
 RULES = (

@@ -5,7 +5,7 @@ from typing import TextIO
 
 from cglint.findings import Finding
 
-FORMATS = ("text", "concise", "json", "github")
+FORMATS = ("text", "concise", "json", "sarif", "github")
 
 
 def write_report(findings: list[Finding], *, fmt: str, files_checked: int, stream: TextIO, statistics: bool = False, color: bool = False) -> None:
@@ -13,6 +13,10 @@ def write_report(findings: list[Finding], *, fmt: str, files_checked: int, strea
         from cglint.report.json_format import write_json
 
         write_json(findings, files_checked, stream)
+    elif fmt == "sarif":
+        from cglint.report.sarif import write_sarif
+
+        write_sarif(findings, stream)
     elif fmt == "github":
         from cglint.report.github import write_github
 

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from collections import Counter
-from functools import lru_cache
 from pathlib import Path
 from typing import Optional, TextIO
 
@@ -11,7 +10,6 @@ from cglint.findings import Finding
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
-@lru_cache(maxsize=256)
 def _file_lines(path: str) -> tuple[str, ...]:
     from cglint.source import decode
 
@@ -22,8 +20,11 @@ def _file_lines(path: str) -> tuple[str, ...]:
     return tuple(text.splitlines()) if isinstance(text, str) else ()
 
 
-def _source_line(finding: Finding) -> Optional[str]:
-    lines = _file_lines(finding.path)
+def _source_line(finding: Finding, files: dict) -> Optional[str]:
+    """The finding's line, read once per report (files change between runs in one process: --fix, editors)."""
+    if finding.path not in files:
+        files[finding.path] = _file_lines(finding.path)
+    lines = files[finding.path]
     return lines[finding.line - 1] if 0 < finding.line <= len(lines) else None
 
 
@@ -41,6 +42,7 @@ def write_text(findings: list[Finding], files_checked: int, stream: TextIO, *, s
     from rich.text import Text
 
     console = _console(stream, color)
+    files: dict[str, tuple[str, ...]] = {}
     for f in findings:
         header = Text()
         header.append(f"{f.path}:{f.line}:{f.column}: ", style="bold")
@@ -48,7 +50,7 @@ def write_text(findings: list[Finding], files_checked: int, stream: TextIO, *, s
         header.append(f" [{f.severity}] ", style=_STYLE.get(f.severity, ""))
         header.append(f.message)
         console.print(header)
-        line = _source_line(f)
+        line = _source_line(f, files)
         if line is not None:
             gutter = " " * len(str(f.line))
             start = max(f.column - 1, 0)

@@ -16,7 +16,9 @@ from functools import lru_cache
 from types import CodeType, FrameType
 from typing import Optional
 
-_LIBRARY_PACKAGES = ("torch", "triton", "functorch", "numpy", "_pytest", "pytest", "pluggy")
+# Test and tooling packages count as library too: hypothesis times garbage collections
+# from a gc callback, which can fire during a capture and looked like a user's timer call.
+_LIBRARY_PACKAGES = ("torch", "triton", "functorch", "numpy", "_pytest", "pytest", "pluggy", "hypothesis", "coverage")
 
 
 def _roots_of(paths) -> tuple[str, ...]:

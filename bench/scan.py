@@ -1,0 +1,334 @@
+"""Scan real projects with cglint and compare with a committed baseline.
+
+Run on demand (not part of the test suite; it downloads a few hundred MB):
+
+    python bench/scan.py                   # every project, compared with bench/scan-baseline.json
+    python bench/scan.py vllm sglang       # some of them
+    python bench/scan.py --update          # write the baseline from this run
+    python bench/scan.py --keep DIR --reports DIR   # keep the unpacked trees and the JSON reports
+
+Each project is fetched at a pinned version with `pip download --no-deps` into a
+temporary folder and only its `.py` files are unpacked from the wheel or sdist (nothing
+of their code is kept or committed). `torch` is the installed package's sources (the
+pinned version must be installed; otherwise it is downloaded like the others), and
+`cpython-stdlib` is the running interpreter's standard library with its test suite,
+which holds files with odd encodings and deliberately broken syntax.
+
+Entries with `config` run with project knowledge in the configuration (`captured`,
+`capture-functions`): the setups behind bench/false-positive-review.md.
+
+Per project it records the Python files in the tree, the files cglint checked, the
+findings per rule and the internal errors (CG000). The run fails (exit 1), loudly, when:
+
+- cglint crashes, exits with status 2 or writes no JSON report;
+- a project cannot be fetched (unless the baseline marks it `skipped`, with the reason);
+- the number of files drifts from the baseline (an empty scan never looks clean);
+- any internal error (CG000) appears.
+
+Changed finding counts are printed as a difference; with `--strict` they fail too (rules
+change on purpose; re-run with `--update` and review the difference).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import importlib.util
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import tempfile
+import time
+import zipfile
+from collections import Counter
+from pathlib import Path
+from typing import Optional
+
+HERE = Path(__file__).resolve().parent
+BASELINE = HERE / "scan-baseline.json"
+
+# name -> how to get it, what to scan (folders inside the unpacked package) and extra configuration.
+PROJECTS: dict[str, dict] = {
+    "torch": {"installed": "torch", "version": "2.13.0", "paths": ["torch"]},
+    "vllm": {"requirement": "vllm==0.33.0", "paths": ["vllm"]},
+    "sglang": {"requirement": "sglang==0.5.23", "paths": ["sglang"]},
+    "megatron-core": {"requirement": "megatron-core==0.16.1", "paths": ["megatron"]},
+    "transformer-engine": {"requirement": "transformer-engine==2.20.2", "paths": ["transformer_engine/pytorch"]},
+    "cpython-stdlib": {"stdlib": True, "version": "3.11.7", "paths": ["Lib"]},
+}
+
+# Known-captured entry points, configured as a user of each engine would (see the review).
+REVIEWS: dict[str, dict] = {
+    "vllm+captured": {
+        "from": "vllm",
+        "config": {
+            "captured": [
+                "vllm.model_executor.models.llama.LlamaModel.forward",
+                "vllm.model_executor.models.qwen2.Qwen2Model.forward",
+                "vllm.model_executor.models.mixtral.MixtralModel.forward",
+            ],
+        },
+    },
+    "sglang+captured": {
+        "from": "sglang",
+        "config": {
+            "captured": [
+                "sglang.srt.models.llama.LlamaModel.forward",
+                "sglang.srt.models.qwen2.Qwen2Model.forward",
+            ],
+        },
+    },
+    "megatron-core+captured": {
+        "from": "megatron-core",
+        "config": {
+            "captured": [
+                "megatron.core.transformer.transformer_layer.TransformerLayer.forward",
+                "megatron.core.transformer.attention.Attention.forward",
+                "megatron.core.transformer.mlp.MLP.forward",
+            ],
+        },
+    },
+}
+
+
+class ScanError(Exception):
+    """A project could not be scanned."""
+
+
+class FetchError(ScanError):
+    """A project could not be had (recorded as skipped by --update)."""
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# --- fetching -------------------------------------------------------------------------
+def _unpack_py(archive: Path, target: Path) -> None:
+    """Only the .py files of a wheel or an sdist, never outside `target`."""
+    target.mkdir(parents=True, exist_ok=True)
+    if archive.suffix == ".whl" or archive.suffix == ".zip":
+        with zipfile.ZipFile(archive) as zf:
+            for name in zf.namelist():
+                if name.endswith(".py"):
+                    zf.extract(name, target)  # zipfile drops absolute parts and `..`
+        return
+    with tarfile.open(archive) as tf:
+        members = [m for m in tf.getmembers() if m.isfile() and m.name.endswith(".py")]
+        safe = [m for m in members if not m.name.startswith("/") and ".." not in Path(m.name).parts]
+        if hasattr(tarfile, "data_filter"):
+            tf.extractall(target, members=safe, filter="data")
+        else:  # pragma: no cover - Python without extraction filters
+            tf.extractall(target, members=safe)
+    # An sdist holds one top folder (name-version/): scan paths are relative to inside it.
+    tops = [p for p in target.iterdir() if p.is_dir()]
+    if len(tops) == 1 and not (target / "setup.py").exists():
+        for item in tops[0].iterdir():
+            shutil.move(str(item), target / item.name)
+        tops[0].rmdir()
+
+
+def _copy_py(source: Path, target: Path) -> None:
+    """The .py files below `source` (no caches, no installed third-party packages)."""
+    skip = {"__pycache__", "site-packages", "dist-packages"}
+    for folder, dirs, files in os.walk(source):
+        dirs[:] = sorted(d for d in dirs if d not in skip)
+        relative = Path(folder).relative_to(source)
+        for name in files:
+            if name.endswith(".py"):
+                destination = target / relative / name
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(Path(folder) / name, destination)
+
+
+def pip_download(requirement: str, scratch: Path) -> Path:
+    folder = scratch / "downloads" / requirement.replace("=", "-")
+    folder.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--disable-pip-version-check", "-d", str(folder), requirement]
+    done = subprocess.run(command, capture_output=True, text=True)
+    archives = sorted(p for p in folder.iterdir() if p.name.endswith((".whl", ".tar.gz", ".zip", ".tgz")))
+    if done.returncode != 0 or not archives:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        raise FetchError(f"pip download {requirement} failed: {' / '.join(tail) or 'no archive'}")
+    return archives[0]
+
+
+def fetch(name: str, spec: dict, scratch: Path) -> Path:
+    """The folder the project's scan paths are relative to."""
+    tree = scratch / "trees" / name
+    if tree.exists():
+        return tree
+    if spec.get("stdlib"):
+        version = platform.python_version()
+        if version != spec["version"]:
+            raise FetchError(f"the baseline scans the standard library of Python {spec['version']}; this is Python {version}")
+        _copy_py(Path(sysconfig.get_paths()["stdlib"]), tree / "Lib")
+        return tree
+    if "installed" in spec:
+        package = spec["installed"]
+        try:
+            version = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            version = None
+        found = importlib.util.find_spec(package) if version else None
+        if version and version.split("+")[0] == spec["version"] and found and found.submodule_search_locations:
+            _copy_py(Path(list(found.submodule_search_locations)[0]), tree / package)
+            return tree
+        log(f"  {package} {spec['version']} is not installed here ({version or 'none'}): downloading it")
+        spec = dict(spec, requirement=f"{package}=={spec['version']}")
+    _unpack_py(pip_download(spec["requirement"], scratch), tree)
+    return tree
+
+
+# --- scanning -------------------------------------------------------------------------
+def _toml(config: dict) -> str:
+    lines = []
+    for key, value in config.items():
+        lines.append(f"{key} = {json.dumps(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def scan(tree: Path, paths: list[str], config: dict, report: Optional[Path]) -> dict:
+    missing = [p for p in paths if not (tree / p).exists()]
+    if missing:
+        raise ScanError(f"not in the package: {', '.join(missing)}")
+    py_files = sum(1 for p in paths for f in (tree / p).rglob("*.py") if f.is_file())
+    settings = tree / "cglint.toml"  # this run's own configuration (and none from above the tree)
+    settings.write_text(_toml(config), encoding="utf-8")
+    command = [sys.executable, "-m", "cglint", "check", "--format", "json", "--exit-zero", "--no-cache", "--config", str(settings), *paths]
+    start = time.perf_counter()
+    process = subprocess.Popen(command, cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = process.communicate()
+    seconds = time.perf_counter() - start
+    if process.returncode != 0:
+        raise ScanError(f"cglint exited with status {process.returncode}: {err.strip()[-2000:]}")
+    try:
+        data = json.loads(out)
+    except ValueError:
+        raise ScanError(f"cglint wrote no JSON report: {out[:200]!r} {err.strip()[-1000:]}") from None
+    if report is not None:
+        report.mkdir(parents=True, exist_ok=True)
+        (report / f"{tree.name}{'+captured' if config else ''}.json").write_text(json.dumps(data, indent=1), encoding="utf-8")
+    counts = Counter(f["code"] for f in data["findings"])
+    internal = [f for f in data["findings"] if f["code"] == "CG000"]
+    return {
+        "py_files": py_files,
+        "files_checked": data["files_checked"],
+        "findings": dict(sorted(counts.items())),
+        "internal_errors": len(internal),
+        "internal_error_samples": [f"{f['path']}:{f['line']}: {f['message']}" for f in internal[:5]],
+        "seconds": round(seconds, 1),
+    }
+
+
+# --- comparing ------------------------------------------------------------------------
+def compare(name: str, got: dict, want: Optional[dict], strict: bool) -> list[str]:
+    """Failures (strings); differences in findings are printed, and fail only when strict."""
+    failures = []
+    if got["internal_errors"]:
+        failures.append(f"{name}: {got['internal_errors']} internal error(s) (CG000): " + "; ".join(got["internal_error_samples"]))
+    if got["files_checked"] == 0:
+        failures.append(f"{name}: no file was checked (an empty scan is not a clean one)")
+    if want is None:
+        failures.append(f"{name}: not in the baseline (run with --update)")
+        return failures
+    for key in ("py_files", "files_checked"):
+        if got[key] != want.get(key):
+            failures.append(f"{name}: {key} drifted: {want.get(key)} in the baseline, {got[key]} now")
+    before, after = Counter(want.get("findings", {})), Counter(got["findings"])
+    changed = {code: (before[code], after[code]) for code in sorted(set(before) | set(after)) if before[code] != after[code]}
+    if changed:
+        text = ", ".join(f"{code} {a} -> {b}" for code, (a, b) in changed.items())
+        log(f"  {name}: findings changed: {text}")
+        if strict:
+            failures.append(f"{name}: findings changed (--strict): {text}")
+    return failures
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help=f"projects (default: all): {', '.join([*PROJECTS, *REVIEWS])}")
+    parser.add_argument("--baseline", type=Path, default=BASELINE)
+    parser.add_argument("--update", action="store_true", help="write this run's figures to the baseline")
+    parser.add_argument("--strict", action="store_true", help="fail when finding counts differ from the baseline")
+    parser.add_argument("--keep", type=Path, help="unpack into this folder and keep it (default: a temporary folder)")
+    parser.add_argument("--reports", type=Path, help="write each project's JSON report into this folder")
+    args = parser.parse_args(argv)
+
+    every = {**PROJECTS, **REVIEWS}
+    names = args.names or list(every)
+    unknown = [n for n in names if n not in every]
+    if unknown:
+        parser.error(f"unknown project(s): {', '.join(unknown)}")
+    baseline = json.loads(args.baseline.read_text("utf-8")) if args.baseline.exists() else {"projects": {}}
+    recorded = baseline.setdefault("projects", {})
+
+    failures: list[str] = []
+    results: dict[str, dict] = {}
+    scratch_owner = None
+    if args.keep is None:
+        scratch_owner = tempfile.TemporaryDirectory(prefix="cglint-scan-")
+        scratch = Path(scratch_owner.name)
+    else:
+        scratch = args.keep.resolve()
+        scratch.mkdir(parents=True, exist_ok=True)
+    try:
+        for name in names:
+            spec = every[name]
+            base = PROJECTS[spec["from"]] if "from" in spec else spec
+            log(f"{name}: fetching")
+            want = recorded.get(name)
+            try:
+                tree = fetch(spec.get("from", name), base, scratch)
+                log(f"{name}: scanning {', '.join(base['paths'])}")
+                got = scan(tree, base["paths"], spec.get("config", {}), args.reports)
+            except FetchError as exc:
+                if args.update:
+                    log(f"  {name}: cannot be had, recorded as skipped: {exc}")
+                    results[name] = {"skipped": str(exc)}
+                elif want and want.get("skipped"):
+                    log(f"  {name}: skipped, as in the baseline ({want['skipped']})")
+                else:
+                    failures.append(f"{name}: {exc}")
+                continue
+            except ScanError as exc:
+                failures.append(f"{name}: {exc}")
+                continue
+            got["version"] = base.get("requirement", "").partition("==")[2] or base.get("version", "")
+            results[name] = got
+            log(
+                f"  {name}: {got['files_checked']} files checked ({got['py_files']} .py), "
+                f"{sum(got['findings'].values())} findings, {got['internal_errors']} internal errors, {got['seconds']} s"
+            )
+            if not args.update:
+                failures += compare(name, got, want, args.strict)
+    finally:
+        if scratch_owner is not None:
+            scratch_owner.cleanup()
+
+    if args.update:
+        for name, got in results.items():
+            recorded[name] = {k: v for k, v in got.items() if k not in ("seconds", "internal_error_samples")}
+        baseline["python"] = platform.python_version()
+        baseline["projects"] = dict(sorted(recorded.items()))
+        args.baseline.write_text(json.dumps(baseline, indent=2) + "\n", encoding="utf-8")
+        log(f"baseline written: {args.baseline}")
+        failures += [f"{n}: {g['internal_errors']} internal error(s) (CG000)" for n, g in results.items() if g.get("internal_errors")]
+
+    print(json.dumps({name: {k: v for k, v in got.items() if k != "internal_error_samples"} for name, got in results.items()}, indent=2))
+    if failures:
+        log("")
+        log("SCAN FAILED:")
+        for failure in failures:
+            log(f"  - {failure}")
+        return 1
+    log("scan clean: every project matches the baseline's file counts, no internal errors")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,144 @@
+"""The pre-commit hook this repository publishes, run by the real pre-commit (`pre-commit
+try-repo`) on a throwaway git repository. pre-commit installs the hook from a git snapshot of
+this working tree with pip (which needs the package index for cglint's dependencies)."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .helpers import write_project
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ("pyproject.toml", "README.md", ".pre-commit-hooks.yaml", "cglint", "rules")
+OFFLINE = re.compile(r"NewConnectionError|Temporary failure in name resolution|Network is unreachable|No matching distribution found|Could not find a version")
+
+MODEL = """
+import torch
+
+
+def step(x):
+    scale = x.abs().max().item()
+    return x / scale
+"""
+RUN = """
+import torch
+
+from app.model import step
+
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    out = step(static_x)
+"""
+
+
+def test_hook_definition():
+    yaml = pytest.importorskip("yaml")
+    (hook,) = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    assert hook["id"] == "cglint" and hook["language"] == "python" and hook["types"] == ["python"]
+    assert hook["entry"].split()[:2] == ["cglint", "check"]
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=cglint tests", "-c", "user.email=tests@cglint.invalid", "-c", "commit.gpgsign=false", *args],
+                   cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.fixture
+def hook_repo(tmp_path):
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    pytest.importorskip("pre_commit")
+    snapshot = tmp_path / "cglint-hook"
+    snapshot.mkdir()
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".cglint_cache")
+    for name in PACKAGE:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, snapshot / name, ignore=ignore)
+        else:
+            shutil.copy2(source, snapshot / name)
+    _git(snapshot, "init", "-q")
+    _git(snapshot, "add", "-A")
+    _git(snapshot, "commit", "-q", "-m", "snapshot")
+    return snapshot
+
+
+def _try_repo(hook_repo: Path, project: Path, *files: str) -> subprocess.CompletedProcess:
+    home = project.parent / "pre-commit-home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "PRE_COMMIT"))}
+    env.update(PRE_COMMIT_HOME=str(home), PRE_COMMIT_COLOR="never", NO_COLOR="1")
+    done = subprocess.run(
+        [sys.executable, "-m", "pre_commit", "try-repo", str(hook_repo), "cglint", "--verbose", "--files", *files],
+        cwd=project, env=env, capture_output=True, text=True, timeout=540,
+    )
+    if done.returncode not in (0, 1) or "An unexpected error has occurred" in done.stdout + done.stderr:
+        log = home / "pre-commit.log"
+        text = done.stdout + done.stderr + (log.read_text(errors="replace") if log.exists() else "")
+        if OFFLINE.search(text):
+            pytest.skip("pre-commit could not install the hook's dependencies (no package index)")
+        pytest.fail(f"pre-commit failed to run:\n{text[-4000:]}")
+    return done
+
+
+def test_precommit_hook_fails_on_a_hazard_then_passes_once_fixed(hook_repo, tmp_path):
+    project = tmp_path / "project"
+    write_project(project, {"app/__init__.py": "", "app/model.py": MODEL, "app/run.py": RUN})
+    _git(project, "init", "-q")
+    _git(project, "add", "-A")
+
+    # Only run.py is handed to the hook, as when it alone changed: the checker still reads
+    # app/model.py, which the capture calls, and reports the hazard there.
+    done = _try_repo(hook_repo, project, "app/run.py")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "app/model.py:5:13: CG101 [error]" in done.stdout
+    assert "captured: app/run.py:6 with torch.cuda.graph(g)" in done.stdout
+
+    (project / "app/model.py").write_text(MODEL.replace("x.abs().max().item()", "x.abs().max()"))
+    _git(project, "add", "-A")
+    done = _try_repo(hook_repo, project, "app/run.py", "app/model.py")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"cglint.*Passed", done.stdout)
+
+
+def test_a_file_handed_over_alone_still_reads_the_modules_it_calls(tmp_path, monkeypatch, capsys):
+    import json
+
+    from cglint.cli import main
+
+    write_project(tmp_path, {"app/__init__.py": "", "app/model.py": MODEL, "app/run.py": RUN})
+    monkeypatch.chdir(tmp_path / "app")  # pre-commit runs from the repository root; any folder works
+    assert main(["check", "--no-cache", "--format", "json", "run.py"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["files_checked"] == 1
+    assert [(f["path"], f["line"], f["code"]) for f in data["findings"]] == [("model.py", 5, "CG101")]
+
+
+def test_a_hook_run_on_a_few_files_stays_fast(tmp_path):
+    # Whole process, as pre-commit starts it: well under a second on a laptop; the bound only
+    # catches a pathological regression on a loaded CI machine.
+    files = [ROOT / "fixtures/training_step/train.py", ROOT / "fixtures/decode_loop/generate.py", ROOT / "fixtures/clean_project/train.py"]
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "cglint", "check", "--no-cache", *map(str, files)], cwd=tmp_path, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    assert done.returncode == 1 and "CG101" in done.stdout
+    assert elapsed < 10, f"{elapsed:.1f} s for three files"
+
+
+def test_readme_snippets_for_pre_commit_and_github_actions_parse():
+    yaml = pytest.importorskip("yaml")
+    readme = (ROOT / "README.md").read_text("utf-8")
+    blocks = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", readme, re.S)]
+    hooks = [h for b in blocks if isinstance(b, dict) for r in b.get("repos", []) for h in r["hooks"]]
+    assert [h["id"] for h in hooks] == ["cglint"]
+    workflow = next(b for b in blocks if isinstance(b, dict) and "jobs" in b)
+    steps = [s for job in workflow["jobs"].values() for s in job["steps"]]
+    runs = " ".join(s.get("run", "") for s in steps)
+    assert "cglint check --format github" in runs and "--format sarif" in runs and "cglint verify" in runs
+    assert any(s.get("uses", "").startswith("github/codeql-action/upload-sarif") for s in steps)
