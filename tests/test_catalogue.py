@@ -43,3 +43,11 @@ def test_a_file_without_captures_is_checked_without_loading_libcst_or_rich(tmp_p
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "All checks passed (1 file checked)."
+
+
+def test_readme_lists_every_rule():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text("utf-8")
+    missing = [rule.code for rule in catalogue.rule_classes() if f"| {rule.code} | {rule.category} | {rule.severity} |" not in readme]
+    assert not missing, f"README rule table lacks or misstates {missing}"
