@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import ast
+import codecs
+import errno
 import io
+import os
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +41,16 @@ def read_bytes(path: Path) -> Union[bytes, SourceError]:
     try:
         return path.read_bytes()
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return SourceError("CG001", "cannot read file: it is a symbolic link loop")
+        if path.is_symlink() and not path.exists():
+            try:
+                target = os.readlink(path)
+            except OSError:
+                target = "?"
+            return SourceError("CG001", f"cannot read file: broken symbolic link (it points to {target!r}, which does not exist)")
+        if isinstance(exc, IsADirectoryError):
+            return SourceError("CG001", "cannot read file: it is a directory")
         return SourceError("CG001", f"cannot read file: {exc.strerror or exc}")
 
 
@@ -46,21 +59,52 @@ def decode(data: bytes) -> Union[str, SourceError]:
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:
-        return SourceError("CG001", f"cannot decode file: {exc.msg}")
+        return _encoding_error(data, exc.msg)
     try:
         text = data.decode(encoding)
-    except (UnicodeDecodeError, LookupError) as exc:
+    except UnicodeDecodeError as exc:
+        line, column = _position(data, exc.start)
+        return SourceError("CG001", f"cannot decode file as {encoding}: invalid byte 0x{data[exc.start]:02x} ({exc.reason})", line, column)
+    except LookupError as exc:
         return SourceError("CG001", f"cannot decode file as {encoding}: {exc}")
     if text.startswith("\ufeff"):
         text = text[1:]
     if "\x00" in text:
-        return SourceError("CG001", "cannot decode file: it contains a null byte")
+        line, column = _position(text, text.index("\x00"))
+        return SourceError("CG001", "cannot decode file: it contains a null byte (Python refuses such source files)", line, column)
     return text
+
+
+def _position(data: Union[bytes, str], offset: int) -> tuple[int, int]:
+    """1-based (line, column) of an offset into the file."""
+    newline = b"\n" if isinstance(data, bytes) else "\n"
+    line = data.count(newline, 0, offset) + 1  # type: ignore[arg-type]
+    column = offset - (data.rfind(newline, 0, offset) + 1) + 1  # type: ignore[arg-type]
+    return line, column
+
+
+def _encoding_error(data: bytes, reason: str) -> SourceError:
+    """Clearer words for what tokenize.detect_encoding refuses."""
+    if reason.startswith("unknown encoding"):
+        return SourceError("CG001", f"cannot decode file: its coding declaration names an {reason}")
+    if reason.startswith("encoding problem") and data.startswith(codecs.BOM_UTF8):
+        return SourceError("CG001", "cannot decode file: it starts with a UTF-8 byte-order mark but declares another encoding")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line, column = _position(data, exc.start)
+        return SourceError(
+            "CG001", f"cannot decode file: invalid UTF-8 (byte 0x{data[exc.start]:02x}) and no coding declaration", line, column
+        )
+    return SourceError("CG001", f"cannot decode file: {reason}")
 
 
 def parse(text: str) -> Union["cst.Module", SourceError]:
     import libcst as cst  # loaded only for files that need it
 
+    too_deep = _too_deep(text)
+    if too_deep is not None:
+        return too_deep
     try:
         return cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
@@ -73,6 +117,30 @@ def parse(text: str) -> Union["cst.Module", SourceError]:
         return SourceError("CG002", f"cannot parse file: {exc}")
 
 
+# CPython's errors for nesting beyond what its parser supports.
+_NESTING = ("too many nested parentheses", "too many levels of indentation", "too many indentation levels", "too complex")
+_TOO_DEEP = "file is nested too deeply to parse (Python's own parser refuses it too)"
+
+
+def _too_deep(text: str) -> Optional[SourceError]:
+    """Nesting beyond what CPython's parser accepts, found by CPython's parser itself.
+
+    libcst's native parser has no such limits: thousands of nested brackets overflow its
+    stack and kill the process, and long chains of unary operators exhaust memory. Such
+    input never reaches it. Costs about a tenth of a libcst parse.
+    """
+    try:
+        compile(text, "<file>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except (RecursionError, MemoryError):
+        return SourceError("CG002", _TOO_DEEP)
+    except SyntaxError as exc:
+        if any(words in (exc.msg or "") for words in _NESTING):
+            return SourceError("CG002", f"syntax error: {exc.msg}", line=max(exc.lineno or 1, 1), column=max(exc.offset or 1, 1))
+    except ValueError:  # null bytes: libcst reports them
+        pass
+    return None
+
+
 def syntax_check(text: str) -> Optional[SourceError]:
     """A cheap syntax check (CPython's parser) for files that are never parsed with libcst."""
     try:
@@ -80,8 +148,12 @@ def syntax_check(text: str) -> Optional[SourceError]:
         return None
     except SyntaxError as exc:
         error = SourceError("CG002", f"syntax error: {exc.msg}", line=max(exc.lineno or 1, 1), column=max(exc.offset or 1, 1))
-    except (ValueError, RecursionError, MemoryError) as exc:
+    except (RecursionError, MemoryError):
+        return SourceError("CG002", _TOO_DEEP)
+    except ValueError as exc:
         error = SourceError("CG002", f"cannot parse file: {exc}")
+    if any(words in error.message for words in _NESTING):
+        return error  # never handed to libcst (see _too_deep)
     # The running Python may be older than the file's syntax (3.12 `type` statements):
     # libcst, which knows newer grammars, has the final word; CPython places errors better.
     return error if isinstance(parse(text), SourceError) else None

@@ -270,3 +270,15 @@ def test_region_trace_leads_from_capture_site(tmp_path):
         ("5", "self.head(x)"),
         ("7", "Model.head"),
     ]
+
+
+def test_cudagraphs_backend_of_torch_compile():
+    source = """
+    import torch
+
+    def step(x):
+        return x.unique()
+
+    fast = torch.compile(step, backend="cudagraphs")
+    """
+    assert lines(source) == {("CG107", 4)}

@@ -98,9 +98,14 @@ def captured_callables(call: cst.Call, scope: "Scope") -> Optional[tuple[str, li
 
 
 def compiles_cudagraphs(call: cst.Call) -> bool:
-    """torch.compile(mode="reduce-overhead") or options that turn cudagraphs on."""
+    """torch.compile(mode="reduce-overhead"), backend="cudagraphs", or options that turn cudagraphs on."""
     names = tables().capture
     if string_value(keyword(call, "mode")) in names.cudagraph_modes:
+        return True
+    backend = keyword(call, "backend")
+    if backend is None and isinstance(call.func, cst.Attribute) and call.func.attr.value == "optimize" and call.args:
+        backend = call.args[0].value  # torch._dynamo.optimize("cudagraphs")
+    if string_value(backend) in names.cudagraph_backends:
         return True
     options = keyword(call, "options")
     if isinstance(options, cst.Dict):

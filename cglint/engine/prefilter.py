@@ -7,7 +7,8 @@ from typing import Iterable
 # torch.cuda.graph in any spelling (`th.cuda.graph`, `cuda.graph`, `from torch.cuda
 # import graph`), CUDAGraph, make_graphed_callables, capture_begin, torch.compile's
 # cudagraph modes and options. A superset: a false match only costs a parse. A bare
-# "graph" is not enough of a hint: in torch and compiler code most files say "graph".
+# "graph" is not enough of a hint: in torch and compiler code most files say "graph";
+# nor is "cudagraph", which frameworks use in configuration names (`enable_cudagraph`).
 CAPTURE_TOKENS = frozenset(
     {
         "cuda.graph",
@@ -15,9 +16,11 @@ CAPTURE_TOKENS = frozenset(
         "CUDAGraph",
         "make_graphed_callables",
         "capture_begin",
+        "torch.cuda as",
         "reduce-overhead",
         "max-autotune",
-        "cudagraph",
+        "cudagraphs",  # options={"triton.cudagraphs": True}, backend="cudagraphs"
+        "cudagraph_trees",
         "replay(",
     }
 )
