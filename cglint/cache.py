@@ -35,9 +35,25 @@ def file_digest(path: Path) -> Optional[str]:
         return None
 
 
+def _tool_signature() -> str:
+    """cglint's version and the state of its own sources, so that an edited or
+    reinstalled checker (an editable install keeps its version) never reuses old results."""
+    import cglint
+    import cglint.rules
+
+    stamps = []
+    folders = [Path(f) for package in (cglint, cglint.rules) for f in getattr(package, "__path__", [])]
+    for folder in folders + [Path(cglint.__file__).parent / sub for sub in ("engine", "report")]:
+        for entry in os.scandir(folder) if folder.is_dir() else ():
+            if entry.name.endswith((".py", ".toml", ".json")):
+                stat = entry.stat()
+                stamps.append(f"{entry.path}:{stat.st_mtime_ns}:{stat.st_size}")
+    return __version__ + "\0" + "\0".join(sorted(stamps))
+
+
 def run_key(files: Iterable[Path], settings: object) -> str:
     h = hashlib.blake2b(digest_size=16)
-    h.update(f"{__version__}\0{json.dumps(settings, sort_keys=True, default=str)}\0".encode())
+    h.update(f"{_tool_signature()}\0{json.dumps(settings, sort_keys=True, default=str)}\0".encode())
     for path in files:
         h.update(f"{path}\0{file_digest(path)}\0".encode())
     return h.hexdigest()

@@ -35,7 +35,7 @@ def display_path(path: Path) -> str:
     """Paths relative to the working directory when below it, as users typed them otherwise."""
     try:
         return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
-    except ValueError:
+    except (ValueError, OSError, RuntimeError):  # outside the working directory, or a symbolic link loop
         return path.as_posix()
 
 
@@ -75,7 +75,7 @@ def check_files(
     """Check `files`; `sources` gives the text of files that are not (or not yet) on disk.
     `prefilter=False` parses every file up front (the reference the fast path must equal)."""
     codes = catalogue.selected(config.select, config.ignore) | catalogue.expand(config.extend_select) if codes is None else codes
-    diagnostics: list[Finding] = [_diagnostic(display_path(p), source.SourceError("CG001", "no such file or directory")) for p in missing]
+    diagnostics: list[Finding] = [_diagnostic(display_path(p), _missing(p)) for p in missing]
     checked = {p.resolve() for p in files}
     texts: dict[Path, str] = {}
     roots: list[Path] = []
@@ -102,13 +102,22 @@ def check_files(
     others = {p: t for p, t in texts.items() if p not in set(entry)}
     syntax = _SyntaxChecks(others, jobs if entry else 1)
     if entry:
-        findings = _run_engine(texts, entry, roots, checked, config, codes, diagnostics, helper_names, also_read, sources, fixable)
+        findings = _deep_stack(_run_engine, texts, entry, roots, checked, config, codes, diagnostics, helper_names, also_read, sources, fixable)
     diagnostics += syntax.results(exclude=set(also_read))
     also_read = [p for p in also_read if p not in checked]
     result = [f for f in findings + diagnostics if f.code in codes or f.code in catalogue.TOOL_DIAGNOSTICS]
     result = [f for f in result if not _ignored(f, config)]
     result = sorted(set(result), key=lambda f: f.sort_key)
     return CheckResult(result, len(files), also_read, {f: fixable[f] for f in result if f in fixable})
+
+
+def _missing(path: Path) -> source.SourceError:
+    """Why a path given or found cannot be read: absent, a broken symbolic link, a link loop."""
+    if path.is_symlink():
+        error = source.read_bytes(path)
+        if isinstance(error, source.SourceError):
+            return error
+    return source.SourceError("CG001", "no such file or directory")
 
 
 def _syntax_error_batch(paths: list[Path]) -> list[tuple[Path, source.SourceError]]:
@@ -146,6 +155,46 @@ class _SyntaxChecks:
         else:
             pairs = [(p, e) for p, t in self._texts.items() if p.resolve() not in exclude and (e := source.syntax_check(t))]
         return [_diagnostic(display_path(p), e) for p, e in sorted(pairs, key=lambda pair: str(pair[0])) if p.resolve() not in exclude]
+
+
+# Valid code can nest deeper than Python's default recursion limit allows libcst to walk
+# (a 900-term `a + b + ...`, 190 nested brackets): the engine runs in a thread with room.
+_STACK_BYTES = 512 * 2**20
+_RECURSION_LIMIT = 40_000
+
+
+def _deep_stack(function, *args):
+    """`function(*args)` in a thread with a large stack and a high recursion limit."""
+    import sys
+    import threading
+
+    outcome: list = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, function(*args)))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the calling thread
+            outcome.append((False, exc))
+
+    limit = sys.getrecursionlimit()
+    try:
+        previous = threading.stack_size(_STACK_BYTES)
+    except (ValueError, RuntimeError):  # a platform that cannot size thread stacks
+        return function(*args)
+    try:
+        worker = threading.Thread(target=run, name="cglint-engine", daemon=True)
+        worker.start()
+    finally:
+        threading.stack_size(previous)
+    sys.setrecursionlimit(max(limit, _RECURSION_LIMIT))
+    try:
+        worker.join()
+    finally:
+        sys.setrecursionlimit(limit)
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
 
 
 def _run_engine(texts, entry, roots, checked, config, codes, diagnostics, helper_names, also_read, sources=None, fixable=None) -> list[Finding]:
@@ -196,19 +245,93 @@ def _diagnostic(path: str, error: source.SourceError) -> Finding:
 
 
 class _Positions:
-    """Line and column of nodes, resolved lazily, once per module that has something to report."""
+    """Line and column of nodes, resolved lazily, per top-level statement that has something
+    to report: positions come from generating code, and a 50,000-line module should not be
+    generated whole for one finding. CPython's parser gives each top-level statement's first
+    line; libcst gives positions inside the statement. Where the two disagree (syntax newer
+    than the running Python), the whole module is resolved once instead."""
 
     def __init__(self) -> None:
         self._maps: dict[int, object] = {}
+        self._statements: dict[int, Optional["_StatementPositions"]] = {}
 
     def of(self, module: "ModuleInfo", node: "cst.CSTNode"):
-        from libcst.metadata import MetadataWrapper, PositionProvider
-
         key = id(module)
+        if key not in self._statements:
+            self._statements[key] = _StatementPositions.of_module(module) if key not in self._maps else None
+        by_statement = self._statements[key]
+        if by_statement is not None:
+            found = by_statement.position(node)
+            if found is not None:
+                return found
         if key not in self._maps:
+            from libcst.metadata import MetadataWrapper, PositionProvider
+
             self._maps[key] = MetadataWrapper(module.tree, unsafe_skip_copy=True).resolve(PositionProvider)
-        positions = self._maps[key]
-        return positions.get(node)  # type: ignore[attr-defined]
+        return self._maps[key].get(node)  # type: ignore[attr-defined]
+
+
+class _StatementPositions:
+    def __init__(self, module: "ModuleInfo", starts: list[int]):
+        self._module = module
+        self._starts = starts  # first line of each top-level statement
+        self._owner: dict[int, int] = {}  # id(node) -> index of its top-level statement
+        self._indexed = 0
+        self._resolved: dict[int, tuple[int, object]] = {}  # statement -> (line offset, positions)
+
+    @classmethod
+    def of_module(cls, module: "ModuleInfo") -> Optional["_StatementPositions"]:
+        import ast
+
+        import libcst as cst
+
+        try:
+            tree = ast.parse(module.file.text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+        lines = iter(s.lineno for s in tree.body)
+        starts = []
+        for statement in module.tree.body:
+            count = len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
+            first = next(lines, None)
+            for _ in range(count - 1):
+                next(lines, None)
+            if first is None:
+                return None
+            starts.append(first)
+        if next(lines, None) is not None:
+            return None
+        return cls(module, starts)
+
+    def _statement_of(self, node: "cst.CSTNode") -> Optional[int]:
+        from cglint.engine.syntax import children
+
+        body = self._module.tree.body
+        while id(node) not in self._owner and self._indexed < len(body):
+            index, stack = self._indexed, [body[self._indexed]]
+            while stack:
+                current = stack.pop()
+                self._owner[id(current)] = index
+                stack.extend(children(current))
+            self._indexed += 1
+        return self._owner.get(id(node))
+
+    def position(self, node: "cst.CSTNode"):
+        from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
+
+        index = self._statement_of(node)
+        if index is None:
+            return None
+        if index not in self._resolved:
+            statement = self._module.tree.body[index]
+            alone = self._module.tree.with_changes(body=[statement], header=[], footer=[])
+            positions = MetadataWrapper(alone, unsafe_skip_copy=True).resolve(PositionProvider)
+            self._resolved[index] = (self._starts[index] - positions[statement].start.line, positions)
+        offset, positions = self._resolved[index]
+        span = positions.get(node)  # type: ignore[attr-defined]
+        if span is None:
+            return None
+        return CodeRange(CodePosition(span.start.line + offset, span.start.column), CodePosition(span.end.line + offset, span.end.column))
 
 
 def _findings(hits: list["RawHit"], checked: set[Path], fixable: Optional[dict] = None) -> list[Finding]:

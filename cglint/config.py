@@ -106,6 +106,12 @@ def from_table(table: Any, path: Path) -> Config:
     for pattern, codes in per_file.items():
         if not isinstance(codes, list) or not all(isinstance(c, str) for c in codes):
             raise ConfigError(f"{where}: per-file-ignores[{pattern!r}] must be a list of codes")
+        from cglint import catalogue  # checked here: they are otherwise read only once a finding exists
+
+        try:
+            catalogue.expand(codes)
+        except catalogue.UnknownSelector as exc:
+            raise ConfigError(f"{where}: per-file-ignores[{pattern!r}]: {exc}") from None
     config = Config(root=path.parent.resolve(), source=path)
     config.select = table.get("select")
     config.extend_select = table.get("extend-select", [])

@@ -7,9 +7,25 @@ from pathlib import Path
 from typing import Iterable
 
 
+def resolved(path: Path) -> Path:
+    """`path.resolve()`, or the absolute path where a symbolic link loop makes resolving fail."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return Path(os.path.abspath(path))
+
+
+def _unreadable_link(path: Path) -> bool:
+    """A symbolic link that leads nowhere (broken, or a loop)."""
+    try:
+        return path.is_symlink() and not path.exists()
+    except OSError:
+        return True
+
+
 def _excluded(path: Path, patterns: Iterable[str], root: Path) -> bool:
     try:
-        relative = path.resolve().relative_to(root).as_posix()
+        relative = resolved(path).relative_to(root).as_posix()
     except ValueError:
         relative = path.as_posix()
     for pattern in patterns:
@@ -21,7 +37,10 @@ def _excluded(path: Path, patterns: Iterable[str], root: Path) -> bool:
 
 
 def discover(paths: Iterable[Path], excludes: list[str], root: Path, force_exclude: bool = False) -> tuple[list[Path], list[Path]]:
-    """(Python files to check, paths that do not exist), sorted and without duplicates."""
+    """(Python files to check, paths that do not exist), sorted and without duplicates.
+
+    Symbolic links that lead nowhere (broken, or loops) count as paths that do not exist:
+    they are reported, never followed."""
     found: dict[Path, None] = {}
     missing: list[Path] = []
     for path in paths:
@@ -31,9 +50,14 @@ def discover(paths: Iterable[Path], excludes: list[str], root: Path, force_exclu
                 dirs[:] = sorted(d for d in dirs if not _excluded(base / d, excludes, root))
                 for name in sorted(files):
                     candidate = base / name
-                    if name.endswith(".py") and not _excluded(candidate, excludes, root) and candidate.is_file():
-                        found.setdefault(candidate, None)
-        elif path.exists() or path.is_symlink():
+                    if name.endswith(".py") and not _excluded(candidate, excludes, root):
+                        if candidate.is_file():
+                            found.setdefault(candidate, None)
+                        elif _unreadable_link(candidate):
+                            missing.append(candidate)
+        elif _unreadable_link(path):
+            missing.append(path)
+        elif path.exists():
             # A file named explicitly is checked even if excluded, unless --force-exclude.
             if not (force_exclude and _excluded(path, excludes, root)):
                 found.setdefault(path, None)

@@ -6,6 +6,7 @@ import codecs
 import errno
 import io
 import os
+import sys
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,7 +130,13 @@ def _too_deep(text: str) -> Optional[SourceError]:
     stack and kill the process, and long chains of unary operators exhaust memory. Such
     input never reaches it. Costs about a tenth of a libcst parse.
     """
+    # CPython scales its parser's depth limit with the recursion limit, which the checker
+    # raises to walk deep trees: measure with the default headroom from the current depth.
+    limit = sys.getrecursionlimit()
+    wanted = _frame_depth() + _DEFAULT_HEADROOM
     try:
+        if limit > wanted:
+            sys.setrecursionlimit(wanted)
         compile(text, "<file>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
     except (RecursionError, MemoryError):
         return SourceError("CG002", _TOO_DEEP)
@@ -138,7 +145,19 @@ def _too_deep(text: str) -> Optional[SourceError]:
             return SourceError("CG002", f"syntax error: {exc.msg}", line=max(exc.lineno or 1, 1), column=max(exc.offset or 1, 1))
     except ValueError:  # null bytes: libcst reports them
         pass
+    finally:
+        sys.setrecursionlimit(limit)
     return None
+
+
+_DEFAULT_HEADROOM = 1000  # Python's default recursion limit
+
+
+def _frame_depth() -> int:
+    frame, depth = sys._getframe(), 0
+    while frame is not None:
+        frame, depth = frame.f_back, depth + 1
+    return depth
 
 
 def syntax_check(text: str) -> Optional[SourceError]:

@@ -246,7 +246,12 @@ def _on_side_stream(node: cst.CSTNode, function, ctx) -> bool:
     for outer in ctx.enclosing(node, function):
         if isinstance(outer, cst.With) and _stream_context(outer, ctx) is not None:
             return True
-    return any(ctx.call_name(c) in ctx.api.streams.set_stream for c in _calls(ctx.before(node, function)))
+    before = _calls(ctx.before(node, function))
+    if any(ctx.call_name(c) in ctx.api.streams.set_stream for c in before):
+        return True
+    # A context entered by hand (`self.stream_ctx.__enter__()`, as torch.cuda.graph does) may
+    # be a stream: the checker cannot tell, so it does not claim the default stream.
+    return any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "__enter__" for c in before)
 
 
 class CaptureOnDefaultStream(Rule):
@@ -302,6 +307,10 @@ graph, out = capture(model, static_x)
             callers = ctx.callers()
             # Callers we cannot see may switch streams: only report when every caller is known not to.
             if not callers or any(_on_side_stream(call, caller, ctx) for caller, call in callers):
+                return
+            # A caller that is itself called from where the checker cannot see (an API's
+            # `__enter__`, a library wrapper) runs on its own callers' stream: unknown.
+            if any(caller.qualname != "<module>" and not ctx.callers(caller) for caller, _ in callers):
                 return
         yield Hit(node, {"expr": code_of(node)})
 

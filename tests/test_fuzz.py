@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 EVERY_RULE = catalogue.selected(None, [])
 
-FAST = settings(max_examples=30, deadline=None, database=None, suppress_health_check=list(HealthCheck), derandomize=True)
+FAST = settings(max_examples=25, deadline=None, database=None, suppress_health_check=list(HealthCheck), derandomize=True)
 
 
 def fixture_projects() -> list[Path]:
@@ -158,15 +158,17 @@ def test_generated_captured_code_never_breaks_the_checker(tmp_path_factory, text
 
 try:
     import hypothesmith
+
+    GRAMMAR = hypothesmith.from_grammar()  # built once: building it costs about half a second
 except ImportError:  # pragma: no cover - optional test dependency
     hypothesmith = None
+    GRAMMAR = st.just("")
 
 
 @pytest.mark.skipif(hypothesmith is None, reason="hypothesmith is not installed")
 @FAST
-@given(st.data())
-def test_grammar_generated_source_never_breaks_the_checker(tmp_path_factory, data):
-    text = data.draw(hypothesmith.from_grammar())
+@given(GRAMMAR)
+def test_grammar_generated_source_never_breaks_the_checker(tmp_path_factory, text):
     folder = tmp_path_factory.mktemp("grammar")
     path = folder / "mod.py"
     # Add a capture so the engine parses and walks the module, not only the syntax check.
@@ -250,7 +252,7 @@ def _cli_json(args: list[str], cwd: Path, seed: str) -> dict:
 def test_output_is_identical_across_processes_hash_seeds_and_jobs(tmp_path):
     # Enough files (the fixtures, copied several times over) for --jobs to use worker processes.
     tree = tmp_path / "tree"
-    for copy in range(4):
+    for copy in range(3):
         for project in fixture_projects():
             for source in project.rglob("*.py"):
                 target = tree / f"copy{copy}" / project.name / source.relative_to(project)
@@ -258,7 +260,7 @@ def test_output_is_identical_across_processes_hash_seeds_and_jobs(tmp_path):
                 target.write_bytes(source.read_bytes())
     (tree / "broken.py").write_text("def f(:\n    pass\n", encoding="utf-8")
     assert sum(1 for _ in tree.rglob("*.py")) >= 64
-    runs = [_cli_json(["--jobs", jobs, "."], tree, seed) for jobs, seed in (("1", "1"), ("2", "2"), ("1", "3"), ("2", "4"))]
+    runs = [_cli_json(["--jobs", jobs, "."], tree, seed) for jobs, seed in (("1", "1"), ("2", "2"))]
     assert runs[0]["files_checked"] >= 64 and runs[0]["findings"], "the tree must produce findings to compare"
     for other in runs[1:]:
         assert other == runs[0]

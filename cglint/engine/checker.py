@@ -229,7 +229,7 @@ class Engine:
             self._queue.append(job)
 
     def enqueue(self, function: FunctionInfo, args: dict[str, Value], parent: Job, step: TraceStep) -> None:
-        if len(parent.trace) < MAX_DEPTH:
+        if len(parent.trace) < MAX_DEPTH and not _device_kernel(function):
             self._push(Job(function, args, parent.capture, parent.trace + (step,)), _job_key(function, args))
 
     # --- discovery callbacks ---------------------------------------------------
@@ -471,6 +471,29 @@ def _tensor_params(function: FunctionInfo) -> dict[str, Value]:
     """Required parameters without annotation: what make_graphed_callables and compiled calls pass are tensors."""
     params = function.params[1:] if function.is_method else function.params
     return {p.name.value: TENSOR for p in params if p.default is None and p.annotation is None and not p.star}
+
+
+# Kernel languages embedded in Python: a function they decorate is traced and compiled to
+# device code (its `if` on a `cutlass.Int32` is a device branch), never run on the host.
+_KERNEL_PACKAGES = ("triton", "cutlass", "numba", "tilelang", "warp", "helion", "cuda.tile", "cupy")
+
+
+def _device_kernel(function: FunctionInfo) -> bool:
+    from cglint.engine.syntax import dotted_name
+
+    node = function.node
+    if not isinstance(node, cst.FunctionDef) or not node.decorators:
+        return False
+    for decorator in node.decorators:
+        expr = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
+        name = dotted_name(expr)
+        if not name or "." not in name:
+            continue
+        head, _, rest = name.partition(".")
+        qualified = f"{function.module.imports.get(head, head)}.{rest}"
+        if qualified.startswith(tuple(f"{p}." for p in _KERNEL_PACKAGES)) and rest.rsplit(".", 1)[-1] in ("jit", "kernel", "autotune", "heuristics", "func", "njit"):
+            return True
+    return False
 
 
 def _job_key(function: FunctionInfo, args: dict[str, Value]) -> tuple:

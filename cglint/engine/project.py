@@ -244,14 +244,20 @@ class Project:
         """Argument values of the calls that construct `cls` (filled in by the engine)."""
         return self.find_constructions(cls) if self.find_constructions is not None and not self._only_capturing else []
 
-    def modules_mentioning(self, text: str) -> list[ModuleInfo]:
-        """Modules among the checked files whose source contains `text` (parsed on demand)."""
+    def modules_mentioning(self, text: str, limit: int = 8) -> list[ModuleInfo]:
+        """Modules among the checked files whose source contains `text` (parsed on demand).
+
+        Nothing when more than `limit` files do: a name used that widely (torch's own
+        classes, when torch is the checked tree) would cost a parse of half the tree and
+        a join of so many call sites tells nothing anyway."""
+        paths = [path for path, source_text in self.sources.items() if text in source_text]
+        if len(paths) > limit:
+            return []
         found = []
-        for path, source_text in self.sources.items():
-            if text in source_text:
-                module = self.module_for_path(path, source_text)
-                if module is not None:
-                    found.append(module)
+        for path in paths:
+            module = self.module_for_path(path, self.sources[path])
+            if module is not None:
+                found.append(module)
         return found
 
     def attempted_paths(self) -> list[Path]:

@@ -118,9 +118,12 @@ class StateFacts:
         functions = [*module.functions.values(), *(m for c in module.classes.values() for m in c.methods.values())]
         for function in functions:
             declared: set[str] = set()
+            # `if _ctx is None: _ctx = make()` fills a global once (lazy initialization, a
+            # memo): it never flips between replays, so those writes are no state changes.
+            declared_lazy = _tested_against_none(function.node)
             for node in descendants(function.node):
                 if isinstance(node, cst.Global):
-                    declared.update(n.name.value for n in node.names)
+                    declared.update(n.name.value for n in node.names if n.name.value not in declared_lazy)
                 elif isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Name):
                     if node.target.value in declared:
                         found.setdefault(node.target.value, f"is updated in {function.qualname}()")
@@ -130,3 +133,28 @@ class StateFacts:
                             if isinstance(leaf, cst.Name) and leaf.value in declared:
                                 found.setdefault(leaf.value, f"is reassigned in {function.qualname}()")
         return found
+
+
+def _tested_against_none(function: cst.CSTNode) -> set[str]:
+    """Globals a function initializes once: compared by identity with None or a sentinel
+    (`if _ctx is None:`, `if _backend is _UNRESOLVED:`), or a once-flag (`if not _done: _done = True`)."""
+    names: set[str] = set()
+    negated: set[str] = set()
+    for node in descendants(function):
+        if isinstance(node, cst.Comparison) and isinstance(node.left, cst.Name):
+            for part in node.comparisons:
+                if isinstance(part.operator, (cst.Is, cst.IsNot)) and isinstance(part.comparator, cst.Name):
+                    names.add(node.left.value)
+        elif isinstance(node, cst.If) and isinstance(node.test, cst.UnaryOperation) and isinstance(node.test.operator, cst.Not):
+            if isinstance(node.test.expression, cst.Name):
+                negated.add(node.test.expression.value)
+    if negated:
+        writes: dict[str, set[str]] = {}
+        for node in descendants(function):
+            if isinstance(node, cst.Assign):
+                for target in node.targets:
+                    if isinstance(target.target, cst.Name):
+                        written = node.value.value if isinstance(node.value, cst.Name) else "?"
+                        writes.setdefault(target.target.value, set()).add(written)
+        names |= {name for name in negated if writes.get(name) == {"True"}}
+    return names

@@ -121,8 +121,24 @@ def is_true(node: Optional[cst.BaseExpression]) -> bool:
 _CODE_MODULE = cst.Module(body=[])
 
 
+_CODE_CACHE: dict[tuple[int, int], tuple[cst.CSTNode, str]] = {}
+
+
 def code_of(node: cst.CSTNode, limit: int = 60) -> str:
-    """One-line source text of a node, shortened for traces and messages."""
+    """One-line source text of a node, shortened for traces and messages (memoised: a chain
+    of calls `f()()()...` asks for the text of each inner call again)."""
+    key = (id(node), limit)
+    cached = _CODE_CACHE.get(key)
+    if cached is not None and cached[0] is node:
+        return cached[1]
+    if len(_CODE_CACHE) > 20_000:
+        _CODE_CACHE.clear()
+    text = _code_of(node, limit)
+    _CODE_CACHE[key] = (node, text)  # the node is kept so that its id stays unique
+    return text
+
+
+def _code_of(node: cst.CSTNode, limit: int) -> str:
     text = " ".join(_CODE_MODULE.code_for_node(node).split())
     text = text.replace("( ", "(").replace(" )", ")").replace("[ ", "[").replace(" ]", "]").replace(",)", ")")
     if len(text) <= limit:

@@ -68,6 +68,15 @@ class Walker:
     def block(self, statements: Iterable[cst.CSTNode]) -> None:
         for stmt in statements:
             self.stmt(stmt)
+            if self.exits_while_capturing(stmt):
+                return  # `if capturing(): raise ...`: what follows never runs during capture
+
+    def exits_while_capturing(self, node: cst.CSTNode) -> bool:
+        """`if torch.cuda.is_current_stream_capturing(): raise/return` with no else, in a region."""
+        if not isinstance(node, cst.If) or node.orelse is not None or self.dead_while_capturing(node.test) != "orelse":
+            return False
+        last = suite_body(node.body)[-1] if suite_body(node.body) else None
+        return isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], (cst.Raise, cst.Return))
 
     def stmt(self, node: cst.CSTNode) -> None:
         self.statement = node

@@ -74,14 +74,23 @@ def main(argv: list[str]) -> int:
     quiet = fmt == "json" and output is None
     outcome = run_script(script, script_args, script_stdout=sys.stderr if quiet else None)
     _write(outcome.findings, fmt, output)
-    _summary(outcome, sys.stderr)
+    _summary(outcome, _open_stream("stderr", 2))
     return EXIT_FINDINGS if outcome.findings or outcome.failed else EXIT_CLEAN
+
+
+def _open_stream(name: str, fd: int) -> TextIO:
+    """sys.stdout or sys.stderr, reopened on its file descriptor if the script closed it."""
+    stream = getattr(sys, name)
+    if stream is None or getattr(stream, "closed", False):
+        stream = open(fd, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+        setattr(sys, name, stream)
+    return stream
 
 
 def _write(findings: list, fmt: str, output: Optional[str]) -> None:
     from cglint.report import write_report
 
-    with (open(output, "w", encoding="utf-8") if output else contextlib.nullcontext(sys.stdout)) as stream:
+    with (open(output, "w", encoding="utf-8") if output else contextlib.nullcontext(_open_stream("stdout", 1))) as stream:
         write_report(findings, fmt=fmt, files_checked=1, stream=stream)
 
 

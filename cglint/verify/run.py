@@ -53,10 +53,13 @@ def run_script(script: str, args: list[str], script_stdout: Optional[TextIO] = N
         failed = code not in (None, 0)
         status = f"exited with status {code if code is not None else 0}"
     except BaseException as exc:  # the script's crash: report it, never swallow it
-        failed, status = True, f"raised {type(exc).__name__}: {exc}".splitlines()[0]
+        failed, status = True, _describe(exc)
         session.close_open(exc)
-        traceback.print_exc(file=sys.stderr)
-        if not gpu and "CUDA" in str(exc):
+        try:
+            traceback.print_exc(file=sys.__stderr__ or sys.stderr)
+        except Exception:  # noqa: BLE001 - an exception whose str() raises, a closed stream
+            pass
+        if not gpu and "CUDA" in _text(exc):
             session.note("the script needs a GPU past this point (it asked for CUDA); the rest was not checked")
     finally:
         session.close_open(None)
@@ -65,3 +68,18 @@ def run_script(script: str, args: list[str], script_stdout: Optional[TextIO] = N
         sys.stdout = saved_stdout
         sessions.end()
     return Outcome("GPU" if gpu else "CPU trace", session.findings(), session.graphs, session.notes, status, failed)
+
+
+def _text(exc: BaseException) -> str:
+    """str(exc), even for exceptions whose __str__ raises."""
+    try:
+        return str(exc)
+    except Exception:  # noqa: BLE001
+        return f"<{type(exc).__name__} whose message cannot be shown>"
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, KeyboardInterrupt):
+        return "was interrupted (KeyboardInterrupt)"
+    text = _text(exc).splitlines()
+    return f"raised {type(exc).__name__}: {text[0]}" if text and text[0] else f"raised {type(exc).__name__}"

@@ -1,0 +1,240 @@
+"""False positives found by the review of real captured code (bench/false-positive-review.md),
+each reduced to the pattern that triggered it."""
+from __future__ import annotations
+
+from tests.helpers import codes_lines, findings
+
+
+def test_lazily_initialized_global_is_not_changing_state(tmp_path):
+    # vLLM's cute_context(), megatron's get_te_version(), sglang's get_nccl_mem_pool(): a
+    # global memo filled once. The branch on it never flips between replays.
+    found = findings(
+        tmp_path,
+        {
+            "ctx.py": """
+            _ctx = None
+            _mode = False
+
+            def context():
+                global _ctx
+                if _ctx is not None:
+                    return _ctx
+                _ctx = object()
+                return _ctx
+
+            def set_mode(value):
+                global _mode
+                _mode = True
+
+            def step(x):
+                if _ctx is None:
+                    x = x + 1
+                if _mode:  # a flag switched elsewhere: still reported
+                    x = x * 2
+                return x
+            """,
+            "run.py": """
+            import torch
+            from ctx import step
+
+            g = torch.cuda.CUDAGraph()
+            x = torch.zeros(4, device="cuda")
+            with torch.cuda.graph(g):
+                y = step(x)
+            """,
+        },
+        select=["CG202"],
+    )
+    assert codes_lines(found) == {("CG202", 18)}
+
+
+def test_capture_begin_after_a_context_entered_by_hand_is_not_on_the_default_stream(tmp_path):
+    # torch.cuda.graph.__enter__ enters `torch.cuda.stream(...)` with `stream_ctx.__enter__()`.
+    found = findings(
+        tmp_path,
+        {
+            "graphs.py": """
+            import torch
+
+            class Graph(torch.cuda.CUDAGraph):
+                def capture_begin(self, pool=None):
+                    super().capture_begin(pool=pool)
+
+            class graph:
+                def __init__(self, g):
+                    self.g = g
+                    self.stream_ctx = torch.cuda.stream(torch.cuda.Stream())
+
+                def __enter__(self):
+                    self.stream_ctx.__enter__()
+                    self.g.capture_begin()
+
+                def __exit__(self, *exc):
+                    self.g.capture_end()
+                    self.stream_ctx.__exit__(*exc)
+
+            """,
+            "accelerator.py": """
+            import torch
+
+            class Graph(torch.cuda.CUDAGraph):
+                # torch.accelerator.Graph: captures on whatever stream its user made current.
+                def capture_begin(self):
+                    super().capture_begin()
+
+                def __enter__(self):
+                    self.capture_begin()
+
+                def __exit__(self, *exc):
+                    self.capture_end()
+            """,
+            "script.py": """
+            from graphs import Graph, graph
+
+            with graph(Graph()):
+                pass
+            """,
+        },
+        select=["CG804"],
+    )
+    assert not found  # Graph.capture_begin's only caller runs on the stream it entered by hand
+    raw = findings(
+        tmp_path / "raw",
+        {"raw.py": "import torch\ng = torch.cuda.CUDAGraph()\ng.capture_begin()\ng.capture_end()\n"},
+        select=["CG804"],
+    )
+    assert codes_lines(raw) == {("CG804", 3)}
+
+
+def test_kernel_language_functions_are_device_code(tmp_path):
+    # vLLM's CuTe DSL kernels: `if task_idx < task_count:` on values read from a cute.Tensor is
+    # a device branch the DSL compiles, not a host read of tensor data.
+    found = findings(
+        tmp_path,
+        {
+            "kernels.py": """
+            import cutlass
+            import cutlass.cute as cute
+            import triton
+
+            class Kernel:
+                @cute.kernel
+                def kernel(self, counts, bucket):
+                    if counts[bucket] > 0:
+                        pass
+
+                @cute.jit
+                def __call__(self, counts, bucket):
+                    self.kernel(counts, bucket)
+
+            @triton.jit
+            def add(x_ptr, n):
+                if n.to(triton.language.int32) > 0:
+                    pass
+
+            def host(x):
+                if x.sum() > 0:  # plain host code: still reported
+                    pass
+                return x
+            """,
+            "run.py": """
+            import torch
+            from kernels import Kernel, add, host
+
+            g = torch.cuda.CUDAGraph()
+            x = torch.zeros(4, device="cuda")
+            with torch.cuda.graph(g):
+                Kernel()(x, 0)
+                add(x, 4)
+                host(x)
+            """,
+        },
+        select=["CG201"],
+    )
+    assert {(f.path.rsplit("/", 1)[-1], f.line) for f in found} == {("kernels.py", 21)}
+
+
+def test_code_after_a_raise_while_capturing_guard_is_not_captured(tmp_path):
+    # sglang's SP workspace: `if torch.cuda.is_current_stream_capturing(): raise ...` before a sync.
+    found = findings(
+        tmp_path,
+        {
+            "ws.py": """
+            import torch
+
+            def workspace(x, ws):
+                if ws is None:
+                    if torch.cuda.is_current_stream_capturing():
+                        raise RuntimeError("warm up before capture")
+                    torch.cuda.current_stream().synchronize()
+                    ws = torch.empty_like(x)
+                torch.cuda.synchronize()  # after the inner block: captured
+                return ws
+            """,
+            "run.py": """
+            import torch
+            from ws import workspace
+
+            g = torch.cuda.CUDAGraph()
+            x = torch.zeros(4, device="cuda")
+            with torch.cuda.graph(g):
+                workspace(x, None)
+            """,
+        },
+        select=["CG104"],
+    )
+    assert {(f.path.rsplit("/", 1)[-1], f.line) for f in found} == {("ws.py", 9)}
+
+
+def test_sentinel_and_once_flag_globals_are_initialization(tmp_path):
+    # sglang: `if _forced_backend is _UNRESOLVED: _forced_backend = ...` and
+    # `if not _REGISTERED: _REGISTERED = True` fill module state once.
+    found = findings(
+        tmp_path,
+        {
+            "state.py": """
+            _UNRESOLVED = object()
+            _backend = _UNRESOLVED
+            _registered = False
+            _on = False
+
+            def backend():
+                global _backend
+                if _backend is _UNRESOLVED:
+                    _backend = "triton"
+                return _backend
+
+            def register():
+                global _registered
+                if not _registered:
+                    _registered = True
+
+            def toggle():
+                global _on
+                if not _on:
+                    _on = True
+                else:
+                    _on = False
+
+            def step(x):
+                if backend() == "triton" and _backend:
+                    x = x + 1
+                if not _registered:
+                    x = x * 3
+                if _on:  # toggled: still reported
+                    x = x * 2
+                return x
+            """,
+            "run.py": """
+            import torch
+            from state import step
+
+            g = torch.cuda.CUDAGraph()
+            x = torch.zeros(4, device="cuda")
+            with torch.cuda.graph(g):
+                y = step(x)
+            """,
+        },
+        select=["CG202"],
+    )
+    assert codes_lines(found) == {("CG202", 29)}

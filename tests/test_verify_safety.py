@@ -1,0 +1,126 @@
+"""`cglint verify` when the script misbehaves: it raises (even an exception that cannot be
+printed), exits, is interrupted, closes the output streams, does not parse, or needs a GPU
+this machine lacks. Each is reported clearly and the report of what was seen still comes out."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from cglint.verify import cli  # noqa: E402
+
+cpu_only = pytest.mark.skipif(torch.cuda.is_available(), reason="tests the CPU trace mode")
+
+# A capture with a hazard seen before the script goes wrong on the line marked BREAK.
+CAPTURED = """
+import os, signal, sys
+import torch
+
+g = torch.cuda.CUDAGraph()
+x = torch.ones(4)
+with torch.cuda.graph(g):
+    y = x.sum().item()
+    BREAK
+"""
+HAZARD_LINE = 8
+
+
+def script(body: str) -> str:
+    return textwrap.dedent(CAPTURED).replace("BREAK", body)
+
+
+def verify_in_process(tmp_path, monkeypatch, capsys, text: str, fmt: str = "json"):
+    (tmp_path / "job.py").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    code = cli.main(["--format", fmt, "job.py"])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def verify_process(tmp_path, text: str, *args: str):
+    (tmp_path / "job.py").write_text(text)
+    return subprocess.run(
+        [sys.executable, "-m", "cglint", "verify", *args, "job.py"], cwd=tmp_path, capture_output=True, text=True,
+        timeout=180, env={**os.environ, "NO_COLOR": "1"},
+    )
+
+
+def hazards(out: str) -> set[tuple[str, int]]:
+    return {(f["code"], f["line"]) for f in json.loads(out)["findings"]}
+
+
+@cpu_only
+@pytest.mark.parametrize(
+    "body, status",
+    [
+        ("raise ValueError('boom in capture')", "raised ValueError: boom in capture"),
+        ("sys.exit(3)", "exited with status 3"),
+        ("sys.exit('fatal: no data')", "exited with status fatal: no data"),
+        ("raise KeyboardInterrupt", "was interrupted (KeyboardInterrupt)"),
+    ],
+)
+def test_script_that_fails_inside_a_capture_still_gets_its_report(tmp_path, monkeypatch, capsys, body, status):
+    code, out, err = verify_in_process(tmp_path, monkeypatch, capsys, script(body))
+    assert code == 1
+    assert ("CG101", HAZARD_LINE) in hazards(out)  # what was seen before the failure
+    assert f"the script {status}" in err
+    assert "1 capture(s)" in err
+
+
+@cpu_only
+def test_exit_zero_inside_a_capture_is_a_clean_exit_with_findings(tmp_path, monkeypatch, capsys):
+    code, out, err = verify_in_process(tmp_path, monkeypatch, capsys, script("sys.exit(0)"))
+    assert code == 1 and ("CG101", HAZARD_LINE) in hazards(out)  # exit 1: there are findings
+    assert "cglint verify: the script" not in err  # a clean exit is no failure of the script
+
+
+@cpu_only
+def test_exception_whose_message_cannot_be_printed(tmp_path, monkeypatch, capsys):
+    body = "class E(Exception):\n        def __str__(self):\n            raise RuntimeError('no str')\n    raise E()"
+    code, out, err = verify_in_process(tmp_path, monkeypatch, capsys, script(body))
+    assert code == 1 and ("CG101", HAZARD_LINE) in hazards(out)
+    assert "the script raised E" in err
+
+
+@cpu_only
+def test_script_that_does_not_parse(tmp_path, monkeypatch, capsys):
+    code, out, err = verify_in_process(tmp_path, monkeypatch, capsys, "def f(:\n    pass\n")
+    assert code == 1 and json.loads(out)["findings"] == []
+    assert "raised SyntaxError" in err
+
+
+@cpu_only
+def test_no_gpu_is_said_clearly(tmp_path, monkeypatch, capsys):
+    code, out, err = verify_in_process(tmp_path, monkeypatch, capsys, script("pass"), fmt="text")
+    assert code == 1 and "CG101" in out
+    assert "CPU trace mode" in err and "not checked: real capture errors, replays" in err
+    assert "Run on a GPU machine" in err
+
+
+@cpu_only
+def test_script_that_asks_for_cuda_is_reported_as_needing_a_gpu(tmp_path, monkeypatch, capsys):
+    code, out, err = verify_in_process(tmp_path, monkeypatch, capsys, script("z = torch.zeros(2, device='cuda')"))
+    assert code == 1 and ("CG101", HAZARD_LINE) in hazards(out)
+    assert "needs a GPU past this point" in err or "raised" in err
+
+
+@cpu_only
+def test_interrupt_signal_during_capture(tmp_path):
+    done = verify_process(tmp_path, script("os.kill(os.getpid(), signal.SIGINT)"), "--format", "json")
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert ("CG101", HAZARD_LINE) in hazards(done.stdout)
+    assert "was interrupted (KeyboardInterrupt)" in done.stderr
+
+
+@cpu_only
+def test_script_that_closes_stdout_and_stderr(tmp_path):
+    done = verify_process(tmp_path, script("pass") + "sys.stdout.close()\nsys.stderr.close()\n", "--format", "text")
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert f"job.py:{HAZARD_LINE}:" in done.stdout and "CG101" in done.stdout
+    assert "1 capture(s)" in done.stderr and "Traceback" not in done.stderr
