@@ -184,6 +184,8 @@ def _deep_stack(function, *args):
     try:
         worker = threading.Thread(target=run, name="cglint-engine", daemon=True)
         worker.start()
+    except RuntimeError:  # no thread with such a stack can be started (a low memory limit)
+        return function(*args)
     finally:
         threading.stack_size(previous)
     sys.setrecursionlimit(max(limit, _RECURSION_LIMIT))

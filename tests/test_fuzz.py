@@ -143,7 +143,7 @@ def captured_programs(draw) -> str:
     )
 
 
-@FAST
+@settings(FAST, max_examples=50)
 @given(captured_programs())
 def test_generated_captured_code_never_breaks_the_checker(tmp_path_factory, text):
     folder = tmp_path_factory.mktemp("gen")
@@ -166,7 +166,7 @@ except ImportError:  # pragma: no cover - optional test dependency
 
 
 @pytest.mark.skipif(hypothesmith is None, reason="hypothesmith is not installed")
-@FAST
+@settings(FAST, max_examples=50)
 @given(GRAMMAR)
 def test_grammar_generated_source_never_breaks_the_checker(tmp_path_factory, text):
     folder = tmp_path_factory.mktemp("grammar")

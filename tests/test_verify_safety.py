@@ -124,3 +124,36 @@ def test_script_that_closes_stdout_and_stderr(tmp_path):
     assert done.returncode == 1, done.stderr[-2000:]
     assert f"job.py:{HAZARD_LINE}:" in done.stdout and "CG101" in done.stdout
     assert "1 capture(s)" in done.stderr and "Traceback" not in done.stderr
+
+
+gpu_only = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+POISON = """
+import random
+import torch
+
+x = torch.zeros(4, device="cuda")
+idx = torch.zeros(1, dtype=torch.long, device="cuda")
+side = torch.cuda.Stream()
+side.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(side):
+    y = x[idx] + 1  # warm-up
+torch.cuda.current_stream().wait_stream(side)
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    y = x[idx] * random.random()  # a hazard that does not fail the capture (CG301)
+idx.fill_(1 << 40)  # the next replay indexes far out of bounds: a device-side assert
+g.replay()
+torch.cuda.synchronize()
+print("unreachable")
+"""
+
+
+@gpu_only
+def test_capture_that_poisons_the_cuda_context_still_gets_its_report(tmp_path):
+    done = verify_process(tmp_path, POISON, "--format", "json")
+    assert done.returncode == 1, done.stderr[-3000:]
+    report = json.loads(done.stdout)  # the report comes out although CUDA is unusable now
+    assert any(f["code"] == "CG301" for f in report["findings"]), report
+    assert "the script raised" in done.stderr or "capture(s)" in done.stderr
+    assert "unreachable" not in done.stdout + done.stderr
