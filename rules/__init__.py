@@ -9,7 +9,7 @@ import importlib
 
 # Category modules, in code order. A module missing here is not part of the catalogue.
 _MODULES = ("sync", "control_flow", "cpu_rng", "realloc", "host_effect", "frozen_scalar",
-            "dynamic_shape", "stream", "setup", "runtime")
+            "dynamic_shape", "stream", "setup", "memory", "runtime")
 
 
 def all_rule_classes() -> list:

@@ -1,11 +1,8 @@
-"""setup (CG90x) and memory (CG95x): how a capture is prepared, and what it costs.
+"""setup (CG90x): how a capture is prepared.
 
-setup: warmup before capture, autocast caching, activation checkpointing, capturable
+Warmup before capture, autocast caching, activation checkpointing, capturable
 optimizers, module hooks, DDP, compiled functions and capture-only branches. Each
 of these either fails capture or makes the captured path differ from eager.
-
-memory: private pools per capture, the order in which a shared pool is filled,
-empty_cache around captures, and static outputs kept across replays.
 """
 from __future__ import annotations
 
@@ -14,19 +11,12 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from cglint.engine.captures import capture_method
-from cglint.engine.syntax import assigned_names, code_of, descendants, dotted_name, is_true, keyword, positional
-from cglint.rule import CAPTURE, REPLAY, Hit, Rule
+from cglint.engine.syntax import assigned_names, calls_in, code_of, descendants, dotted_name, keyword, positional
+from cglint.rule import CAPTURE, Hit, Rule
 
 def _manual(capture) -> bool:
     """Captures that do no warmup of their own (make_graphed_callables and torch.compile do)."""
     return capture is not None and (capture.kind in ("torch.cuda.graph", "capture_begin") or capture.kind.startswith("capture helper"))
-
-
-def _calls(statements) -> Iterator[cst.Call]:
-    for stmt in statements:
-        for node in [stmt, *descendants(stmt)]:
-            if isinstance(node, cst.Call):
-                yield node
 
 
 def _is_false(node: Optional[cst.BaseExpression]) -> bool:
@@ -56,7 +46,7 @@ def _entries(capture, ctx) -> list[cst.Call]:
     """Calls in the capture block of project code or of objects made before it (`model(x)`,
     `train_step(...)`, `self.runner.step()`); torch ops and tensor methods need no warmup."""
     found = []
-    for call in _calls(ctx.region_statements(capture)):
+    for call in calls_in(ctx.region_statements(capture)):
         if dotted_name(call.func) is None or capture_method(call) is not None:
             continue
         root = ctx.value(next(_roots(call.func)))
@@ -93,20 +83,20 @@ def _whole_story(entries: list[cst.Call], before: list, ctx) -> bool:
     warmup is certain. Parameters, `self` and globals set elsewhere make it unknown;
     project functions and imports are code, not state, and do not."""
     bound = _bound(before) | _bound(ctx.region_statements())
-    for call in _calls(ctx.region_statements()):
+    for call in calls_in(ctx.region_statements()):
         for root in _roots(call):
             if root.value not in bound and ctx.qualname(root) is None:
                 return False
     return bool(entries)
 
 
-def _warmup_calls(entries: list[cst.Call], before: list) -> list[cst.Call]:
+def _warmupcalls_in(entries: list[cst.Call], before: list) -> list[cst.Call]:
     """Calls before the capture that run what it captures: the same callee, a helper given
     it (`warmup(model, x)`), or anything named like a warmup."""
     wanted = {code_of(c.func) for c in entries}
     wanted |= {code_of(c.func.value) for c in entries if isinstance(c.func, cst.Attribute)}
     found = []
-    for call in _calls(before):
+    for call in calls_in(before):
         func = code_of(call.func)
         if func in wanted or "warm" in func.lower() or any(code_of(a.value) in wanted for a in call.args):
             found.append(call)
@@ -202,7 +192,7 @@ def main():
         entries = _entries(capture, ctx)
         if not entries or any(_compiled(c, ctx) for c in entries):
             return  # nothing of the project to warm up, or a compiled call: CG908 says more
-        if _whole_story(entries, before, ctx) and not _warmup_calls(entries, before):
+        if _whole_story(entries, before, ctx) and not _warmupcalls_in(entries, before):
             yield Hit(node, {"call": code_of(entries[0])})
 
 
@@ -262,7 +252,7 @@ def main():
             return
         before = ctx.site_before()
         entries = _entries(capture, ctx)
-        warm = _warmup_calls(entries, before)
+        warm = _warmupcalls_in(entries, before)
         wanted = {code_of(c.func) for c in entries}
         direct = [c for c in warm if code_of(c.func) in wanted]
         # Warmup through a helper (`warmup(model, x)`) may use a side stream: only direct calls count.
@@ -533,9 +523,9 @@ graphed = torch.cuda.make_graphed_callables(model, (sample,))
         first = positional(node)[0]
         modules = {code_of(e.value) for e in first.elements} if isinstance(first, (cst.Tuple, cst.List)) else {code_of(first)}
         before = ctx.before(node)
-        removed = {code_of(c.func.value) for c in _calls(before) if isinstance(c.func, cst.Attribute) and c.func.attr.value == "remove"}
+        removed = {code_of(c.func.value) for c in calls_in(before) if isinstance(c.func, cst.Attribute) and c.func.attr.value == "remove"}
         for stmt in before:
-            for call in _calls([stmt]):
+            for call in calls_in([stmt]):
                 func = call.func
                 if isinstance(func, cst.Attribute) and func.attr.value in ctx.api.setup.hook_methods and code_of(func.value) in modules:
                     handles = [code_of(t.target) for t in stmt.body[0].targets] if _is_assign(stmt) else []
@@ -662,7 +652,7 @@ def main():
         before = ctx.site_before()
         entries = _entries(capture, ctx)
         compiled = [c for c in entries if _compiled(c, ctx)]
-        if compiled and _whole_story(entries, before, ctx) and not _warmup_calls(entries, before):
+        if compiled and _whole_story(entries, before, ctx) and not _warmupcalls_in(entries, before):
             yield Hit(compiled[0], {"expr": code_of(compiled[0])})
 
 
@@ -751,326 +741,6 @@ def _returns(stmt) -> bool:
 
 
 # --- memory ----------------------------------------------------------------------------
-def _capture_call(node: cst.CSTNode) -> Optional[cst.Call]:
-    """The call that opens the capture at a site: the `with` item, or capture_begin()."""
-    if isinstance(node, cst.With):
-        item = node.items[0].item
-        return item if isinstance(item, cst.Call) else None
-    return node if isinstance(node, cst.Call) else None
-
-
-def _pool_given(call: cst.Call, ctx) -> Optional[bool]:
-    """True/False whether the capture shares a pool; None when it cannot be told (a helper without `pool`)."""
-    if keyword(call, "pool") is not None:
-        return True
-    name = ctx.call_name(call)
-    if name in ctx.api.capture.graph_context:
-        return len(positional(call)) >= 2
-    if capture_method(call) == "begin":
-        return bool(positional(call))
-    helpers = [t for t in ctx.value(call.func).targets if hasattr(t, "params")]
-    if helpers and any(p.name.value == "pool" for p in helpers[0].params):
-        return False
-    return None
-
-
-def _loop(node: cst.CSTNode, ctx) -> Optional[cst.CSTNode]:
-    for outer in ctx.enclosing(node):
-        if isinstance(outer, (cst.For, cst.While)):
-            return outer
-    return None
-
-
-class CapturesWithoutSharedPool(Rule):
-    code = "CG951"
-    name = "captures-without-shared-pool"
-    category = "memory"
-    severity = "info"
-    summary = "Captures graphs in a loop (one per batch size) without a shared `pool=`."
-    message = "each capture in this loop gets its own private memory pool; `{expr}` reserves memory per graph that sequentially replayed graphs could share"
-    fix_hint = "Share one pool: `pool = torch.cuda.graph_pool_handle()` before the loop and `torch.cuda.graph(g, pool=pool)` (capture the largest size first)."
-    why = """Every capture without `pool=` allocates a private memory pool that stays reserved
-    as long as its graph lives. Graphs that are replayed one at a time (one per batch
-    size) can share a pool, which keeps reserved memory near the largest graph instead of
-    the sum of all of them."""
-    scope = CAPTURE
-    nodes = (cst.With, cst.Call)
-    invalid = (
-        '''
-import torch
-
-graphs = {}
-for bs in (64, 32, 16, 8):
-    graphs[bs] = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graphs[bs]):  # expect: CG951
-        static_out = static_x[:bs] * 2
-''',
-    )
-    valid = (
-        '''
-import torch
-
-graphs = {}
-pool = torch.cuda.graph_pool_handle()
-for bs in (64, 32, 16, 8):
-    graphs[bs] = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graphs[bs], pool=pool):
-        static_out = static_x[:bs] * 2
-''',
-    )
-
-    def check(self, node, ctx):
-        call = _capture_call(node)
-        if call is not None and _loop(node, ctx) is not None and _pool_given(call, ctx) is False:
-            yield Hit(node, {"expr": code_of(call)})
-
-
-def _order(iterable: cst.BaseExpression, ctx) -> str:
-    """'ascending', 'descending' or '' for the values a for loop goes over."""
-    if isinstance(iterable, cst.Call):
-        name = ctx.call_name(iterable)
-        if name == "reversed":
-            return "descending"
-        if name == "sorted":
-            return "descending" if is_true(keyword(iterable, "reverse")) else "ascending"
-        if name == "range":
-            step = positional(iterable)[2] if len(positional(iterable)) > 2 else None
-            return "descending" if step is not None and code_of(step).startswith("-") else "ascending"
-        return ""
-    if isinstance(iterable, cst.Subscript):
-        return ""
-    values = ctx.value(iterable).const
-    if isinstance(values, tuple) and len(values) > 1 and all(isinstance(v, (int, float)) for v in values):
-        if list(values) == sorted(values):
-            return "ascending"
-    return ""
-
-
-class AscendingSharedPool(Rule):
-    code = "CG952"
-    name = "shared-pool-captured-smallest-first"
-    category = "memory"
-    severity = "info"
-    summary = "Captures graphs that share a pool from the smallest size up."
-    message = "graphs sharing `pool=` are captured in ascending size order (`{loop}`); each larger capture cannot reuse the smaller ones' blocks, so the pool grows toward the sum of all sizes"
-    fix_hint = "Capture the largest size first: `for bs in sorted(sizes, reverse=True):`."
-    why = """A shared pool can hand a later capture the blocks an earlier capture freed, but
-    only blocks that are large enough. Captured largest first, every smaller graph fits
-    into memory the first one reserved; captured smallest first, each capture needs
-    bigger blocks than any before it and the pool keeps growing (serving engines such as
-    SGLang and TensorRT-LLM capture in reverse for this reason)."""
-    scope = CAPTURE
-    nodes = (cst.With, cst.Call)
-    invalid = (
-        '''
-import torch
-
-pool = torch.cuda.graph_pool_handle()
-graphs = {}
-for bs in [1, 2, 4, 8, 16, 32]:  # expect: CG952
-    graphs[bs] = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graphs[bs], pool=pool):
-        static_out = model(static_x[:bs])
-''',
-    )
-    valid = (
-        '''
-import torch
-
-pool = torch.cuda.graph_pool_handle()
-graphs = {}
-for bs in reversed([1, 2, 4, 8, 16, 32]):
-    graphs[bs] = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graphs[bs], pool=pool):
-        static_out = model(static_x[:bs])
-''',
-    )
-
-    def check(self, node, ctx):
-        call = _capture_call(node)
-        loop = _loop(node, ctx)
-        if call is None or not isinstance(loop, cst.For) or not _pool_given(call, ctx):
-            return
-        if _order(loop.iter, ctx) == "ascending":
-            yield Hit(loop, {"loop": f"for {code_of(loop.target)} in {code_of(loop.iter)}"})
-
-
-class EmptyCacheInCapture(Rule):
-    code = "CG953"
-    name = "empty-cache-in-capture"
-    category = "memory"
-    severity = "info"
-    summary = "Calls `torch.cuda.empty_cache()` inside captured code."
-    message = "`{expr}` runs once, at capture, and frees nothing the graph uses; releasing memory with cudaFree while capturing is forbidden by CUDA"
-    fix_hint = "Call empty_cache() before capture (or not at all); the graph's pool is managed by the capture."
-    why = """empty_cache returns unused cached blocks to the driver with cudaFree, which CUDA
-    does not allow while a capture is in progress. On torch 2.11 (H100) the call inside a
-    capture was accepted (the allocator leaves memory alone while capturing), so this is
-    info: it does nothing useful there and belongs before the capture."""
-    nodes = (cst.Call,)
-    invalid = (
-        '''
-import torch
-
-def step(model, x):
-    out = model(x)
-    torch.cuda.empty_cache()  # expect: CG953
-    return out
-
-with torch.cuda.graph(g):
-    static_out = step(model, static_x)
-''',
-    )
-    valid = (
-        '''
-import torch
-
-def step(model, x):
-    return model(x)
-
-torch.cuda.empty_cache()
-with torch.cuda.graph(g):
-    static_out = step(model, static_x)
-''',
-    )
-
-    def check(self, node, ctx):
-        if ctx.call_name(node) in ctx.api.memory.empty_cache:
-            yield Hit(node, {"expr": code_of(node)})
-
-
-class EmptyCacheBetweenPooledCaptures(Rule):
-    code = "CG954"
-    name = "empty-cache-between-pooled-captures"
-    category = "memory"
-    severity = "info"
-    summary = "Calls `torch.cuda.empty_cache()` in a loop of captures that share a pool."
-    message = "`{expr}` between captures that share a pool returns the cached blocks the next capture could have reused; every capture allocates afresh"
-    fix_hint = "Call empty_cache() once, before the capture loop."
-    why = """Captures sharing a pool reuse blocks that earlier captures freed. Emptying the
-    cache between them hands free memory back to the driver, so the next capture pays
-    for new cudaMalloc calls and fragmentation instead of reusing memory (and slows
-    capture down)."""
-    scope = CAPTURE
-    nodes = (cst.With, cst.Call)
-    invalid = (
-        '''
-import torch
-
-pool = torch.cuda.graph_pool_handle()
-for bs in (32, 16, 8):
-    torch.cuda.empty_cache()  # expect: CG954
-    with torch.cuda.graph(graphs[bs], pool=pool):
-        outs[bs] = model(static_x[:bs])
-''',
-    )
-    valid = (
-        '''
-import torch
-
-pool = torch.cuda.graph_pool_handle()
-torch.cuda.empty_cache()
-for bs in (32, 16, 8):
-    with torch.cuda.graph(graphs[bs], pool=pool):
-        outs[bs] = model(static_x[:bs])
-''',
-    )
-
-    def check(self, node, ctx):
-        call = _capture_call(node)
-        loop = _loop(node, ctx)
-        if call is None or loop is None or not _pool_given(call, ctx):
-            return
-        for inner in _calls(loop.body.body):
-            if ctx.call_name(inner) in ctx.api.memory.empty_cache:
-                yield Hit(inner, {"expr": code_of(inner)})
-
-
-_ALIASING = ("view", "view_as", "reshape", "detach", "flatten", "squeeze", "unsqueeze", "transpose", "permute", "narrow", "expand", "t", "T", "unflatten", "as_strided")
-
-
-def _static_output(expr: cst.BaseExpression, outputs: set) -> Optional[str]:
-    """The captured output `expr` still aliases: `y`, `y[:n]`, `y.view(...)`, `y.detach()`."""
-    while True:
-        if isinstance(expr, cst.Name):
-            return expr.value if expr.value in outputs else None
-        if isinstance(expr, cst.Subscript):
-            expr = expr.value
-        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _ALIASING:
-            expr = expr.func.value
-        elif isinstance(expr, cst.Attribute) and expr.attr.value in ("T", "mT", "data"):
-            expr = expr.value
-        else:
-            return None
-
-
-class OutputKeptAcrossReplays(Rule):
-    code = "CG955"
-    name = "static-output-kept-across-replays"
-    category = "memory"
-    severity = "warning"
-    summary = "Keeps a captured output tensor (or a view of it) in a container across replays instead of a `.clone()`."
-    message = "`{expr}` keeps a reference to the graph's static output `{name}`; the next replay overwrites it, so every kept entry ends up holding the last result"
-    fix_hint = "Store a copy: `{name}.clone()` (or copy into your own buffer)."
-    why = """A graph writes its outputs into the same memory on every replay. Appending the
-    output tensor itself (or a view of it) to a list keeps a reference to that memory, not
-    to the values: after the loop all entries show the last replay's result."""
-    fix_safety = "Safe: `.clone()` stores the values the code meant to keep."
-    scope = REPLAY
-    nodes = (cst.Call, cst.Assign)
-    invalid = (
-        '''
-import torch
-
-static_x = torch.zeros(8, device="cuda")
-g = torch.cuda.CUDAGraph()
-with torch.cuda.graph(g):
-    static_y = static_x * 2
-
-results = []
-for batch in loader:
-    static_x.copy_(batch)
-    g.replay()
-    results.append(static_y)  # expect: CG955
-''',
-    )
-    valid = (
-        '''
-import torch
-
-static_x = torch.zeros(8, device="cuda")
-g = torch.cuda.CUDAGraph()
-with torch.cuda.graph(g):
-    static_y = static_x * 2
-
-results = []
-for batch in loader:
-    static_x.copy_(batch)
-    g.replay()
-    results.append(static_y.clone())
-''',
-    )
-
-    def check(self, node, ctx):
-        outputs = ctx.captured_outputs
-        if not outputs:
-            return
-        if isinstance(node, cst.Call):
-            method = ctx.method(node)
-            if method is None or method[1] not in ("append", "extend", "insert", "appendleft"):
-                return
-            stored = [a.value for a in node.args]
-        else:
-            if not any(isinstance(t.target, cst.Subscript) for t in node.targets):
-                return
-            stored = [node.value]
-        for value in stored:
-            name = _static_output(value, outputs)
-            if name is not None and not ctx.value(value).is_host and ctx.replay_follows():
-                yield Hit(node, {"expr": code_of(node), "name": name})
-                return
-
-
 RULES = (
     CaptureWithoutWarmup,
     WarmupOnDefaultStream,
@@ -1082,9 +752,4 @@ RULES = (
     CompiledFirstCalledInCapture,
     CaptureOnlyBranch,
     AutocastCacheGraphedCallables,
-    CapturesWithoutSharedPool,
-    AscendingSharedPool,
-    EmptyCacheInCapture,
-    EmptyCacheBetweenPooledCaptures,
-    OutputKeptAcrossReplays,
 )

@@ -217,3 +217,11 @@ def identifiers_by_function(text: str) -> Optional[dict]:
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             add(stmt.name, stmt)
     return result
+
+
+def calls_in(statements) -> Iterator[cst.Call]:
+    """Every call in these statements (nested definitions excluded), in source order."""
+    for stmt in statements:
+        for node in [stmt, *descendants(stmt)]:
+            if isinstance(node, cst.Call):
+                yield node

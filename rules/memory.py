@@ -1,0 +1,342 @@
+"""memory (CG95x): what a capture costs in memory, and outputs that do not survive replays.
+
+Private pools per capture, the order in which a shared pool is filled, empty_cache
+around captures, and static outputs kept across replays.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from cglint.engine.captures import capture_method
+from cglint.engine.syntax import calls_in, code_of, is_true, keyword, positional
+from cglint.rule import CAPTURE, REPLAY, Hit, Rule
+
+def _capture_call(node: cst.CSTNode) -> Optional[cst.Call]:
+    """The call that opens the capture at a site: the `with` item, or capture_begin()."""
+    if isinstance(node, cst.With):
+        item = node.items[0].item
+        return item if isinstance(item, cst.Call) else None
+    return node if isinstance(node, cst.Call) else None
+
+
+def _pool_given(call: cst.Call, ctx) -> Optional[bool]:
+    """True/False whether the capture shares a pool; None when it cannot be told (a helper without `pool`)."""
+    if keyword(call, "pool") is not None:
+        return True
+    name = ctx.call_name(call)
+    if name in ctx.api.capture.graph_context:
+        return len(positional(call)) >= 2
+    if capture_method(call) == "begin":
+        return bool(positional(call))
+    helpers = [t for t in ctx.value(call.func).targets if hasattr(t, "params")]
+    if helpers and any(p.name.value == "pool" for p in helpers[0].params):
+        return False
+    return None
+
+
+def _loop(node: cst.CSTNode, ctx) -> Optional[cst.CSTNode]:
+    for outer in ctx.enclosing(node):
+        if isinstance(outer, (cst.For, cst.While)):
+            return outer
+    return None
+
+
+class CapturesWithoutSharedPool(Rule):
+    code = "CG951"
+    name = "captures-without-shared-pool"
+    category = "memory"
+    severity = "info"
+    summary = "Captures graphs in a loop (one per batch size) without a shared `pool=`."
+    message = "each capture in this loop gets its own private memory pool; `{expr}` reserves memory per graph that sequentially replayed graphs could share"
+    fix_hint = "Share one pool: `pool = torch.cuda.graph_pool_handle()` before the loop and `torch.cuda.graph(g, pool=pool)` (capture the largest size first)."
+    why = """Every capture without `pool=` allocates a private memory pool that stays reserved
+    as long as its graph lives. Graphs that are replayed one at a time (one per batch
+    size) can share a pool, which keeps reserved memory near the largest graph instead of
+    the sum of all of them."""
+    scope = CAPTURE
+    nodes = (cst.With, cst.Call)
+    invalid = (
+        '''
+import torch
+
+graphs = {}
+for bs in (64, 32, 16, 8):
+    graphs[bs] = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graphs[bs]):  # expect: CG951
+        static_out = static_x[:bs] * 2
+''',
+    )
+    valid = (
+        '''
+import torch
+
+graphs = {}
+pool = torch.cuda.graph_pool_handle()
+for bs in (64, 32, 16, 8):
+    graphs[bs] = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graphs[bs], pool=pool):
+        static_out = static_x[:bs] * 2
+''',
+    )
+
+    def check(self, node, ctx):
+        call = _capture_call(node)
+        if call is not None and _loop(node, ctx) is not None and _pool_given(call, ctx) is False:
+            yield Hit(node, {"expr": code_of(call)})
+
+
+def _order(iterable: cst.BaseExpression, ctx) -> str:
+    """'ascending', 'descending' or '' for the values a for loop goes over."""
+    if isinstance(iterable, cst.Call):
+        name = ctx.call_name(iterable)
+        if name == "reversed":
+            return "descending"
+        if name == "sorted":
+            return "descending" if is_true(keyword(iterable, "reverse")) else "ascending"
+        if name == "range":
+            step = positional(iterable)[2] if len(positional(iterable)) > 2 else None
+            return "descending" if step is not None and code_of(step).startswith("-") else "ascending"
+        return ""
+    if isinstance(iterable, cst.Subscript):
+        return ""
+    values = ctx.value(iterable).const
+    if isinstance(values, tuple) and len(values) > 1 and all(isinstance(v, (int, float)) for v in values):
+        if list(values) == sorted(values):
+            return "ascending"
+    return ""
+
+
+class AscendingSharedPool(Rule):
+    code = "CG952"
+    name = "shared-pool-captured-smallest-first"
+    category = "memory"
+    severity = "info"
+    summary = "Captures graphs that share a pool from the smallest size up."
+    message = "graphs sharing `pool=` are captured in ascending size order (`{loop}`); each larger capture cannot reuse the smaller ones' blocks, so the pool grows toward the sum of all sizes"
+    fix_hint = "Capture the largest size first: `for bs in sorted(sizes, reverse=True):`."
+    why = """A shared pool can hand a later capture the blocks an earlier capture freed, but
+    only blocks that are large enough. Captured largest first, every smaller graph fits
+    into memory the first one reserved; captured smallest first, each capture needs
+    bigger blocks than any before it and the pool keeps growing (serving engines such as
+    SGLang and TensorRT-LLM capture in reverse for this reason)."""
+    scope = CAPTURE
+    nodes = (cst.With, cst.Call)
+    invalid = (
+        '''
+import torch
+
+pool = torch.cuda.graph_pool_handle()
+graphs = {}
+for bs in [1, 2, 4, 8, 16, 32]:  # expect: CG952
+    graphs[bs] = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graphs[bs], pool=pool):
+        static_out = model(static_x[:bs])
+''',
+    )
+    valid = (
+        '''
+import torch
+
+pool = torch.cuda.graph_pool_handle()
+graphs = {}
+for bs in reversed([1, 2, 4, 8, 16, 32]):
+    graphs[bs] = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graphs[bs], pool=pool):
+        static_out = model(static_x[:bs])
+''',
+    )
+
+    def check(self, node, ctx):
+        call = _capture_call(node)
+        loop = _loop(node, ctx)
+        if call is None or not isinstance(loop, cst.For) or not _pool_given(call, ctx):
+            return
+        if _order(loop.iter, ctx) == "ascending":
+            yield Hit(loop, {"loop": f"for {code_of(loop.target)} in {code_of(loop.iter)}"})
+
+
+class EmptyCacheInCapture(Rule):
+    code = "CG953"
+    name = "empty-cache-in-capture"
+    category = "memory"
+    severity = "info"
+    summary = "Calls `torch.cuda.empty_cache()` inside captured code."
+    message = "`{expr}` runs once, at capture, and frees nothing the graph uses; releasing memory with cudaFree while capturing is forbidden by CUDA"
+    fix_hint = "Call empty_cache() before capture (or not at all); the graph's pool is managed by the capture."
+    why = """empty_cache returns unused cached blocks to the driver with cudaFree, which CUDA
+    does not allow while a capture is in progress. On torch 2.11 (H100) the call inside a
+    capture was accepted (the allocator leaves memory alone while capturing), so this is
+    info: it does nothing useful there and belongs before the capture."""
+    nodes = (cst.Call,)
+    invalid = (
+        '''
+import torch
+
+def step(model, x):
+    out = model(x)
+    torch.cuda.empty_cache()  # expect: CG953
+    return out
+
+with torch.cuda.graph(g):
+    static_out = step(model, static_x)
+''',
+    )
+    valid = (
+        '''
+import torch
+
+def step(model, x):
+    return model(x)
+
+torch.cuda.empty_cache()
+with torch.cuda.graph(g):
+    static_out = step(model, static_x)
+''',
+    )
+
+    def check(self, node, ctx):
+        if ctx.call_name(node) in ctx.api.memory.empty_cache:
+            yield Hit(node, {"expr": code_of(node)})
+
+
+class EmptyCacheBetweenPooledCaptures(Rule):
+    code = "CG954"
+    name = "empty-cache-between-pooled-captures"
+    category = "memory"
+    severity = "info"
+    summary = "Calls `torch.cuda.empty_cache()` in a loop of captures that share a pool."
+    message = "`{expr}` between captures that share a pool returns the cached blocks the next capture could have reused; every capture allocates afresh"
+    fix_hint = "Call empty_cache() once, before the capture loop."
+    why = """Captures sharing a pool reuse blocks that earlier captures freed. Emptying the
+    cache between them hands free memory back to the driver, so the next capture pays
+    for new cudaMalloc calls and fragmentation instead of reusing memory (and slows
+    capture down)."""
+    scope = CAPTURE
+    nodes = (cst.With, cst.Call)
+    invalid = (
+        '''
+import torch
+
+pool = torch.cuda.graph_pool_handle()
+for bs in (32, 16, 8):
+    torch.cuda.empty_cache()  # expect: CG954
+    with torch.cuda.graph(graphs[bs], pool=pool):
+        outs[bs] = model(static_x[:bs])
+''',
+    )
+    valid = (
+        '''
+import torch
+
+pool = torch.cuda.graph_pool_handle()
+torch.cuda.empty_cache()
+for bs in (32, 16, 8):
+    with torch.cuda.graph(graphs[bs], pool=pool):
+        outs[bs] = model(static_x[:bs])
+''',
+    )
+
+    def check(self, node, ctx):
+        call = _capture_call(node)
+        loop = _loop(node, ctx)
+        if call is None or loop is None or not _pool_given(call, ctx):
+            return
+        for inner in calls_in(loop.body.body):
+            if ctx.call_name(inner) in ctx.api.memory.empty_cache:
+                yield Hit(inner, {"expr": code_of(inner)})
+
+
+_ALIASING = ("view", "view_as", "reshape", "detach", "flatten", "squeeze", "unsqueeze", "transpose", "permute", "narrow", "expand", "t", "T", "unflatten", "as_strided")
+
+
+def _static_output(expr: cst.BaseExpression, outputs: set) -> Optional[str]:
+    """The captured output `expr` still aliases: `y`, `y[:n]`, `y.view(...)`, `y.detach()`."""
+    while True:
+        if isinstance(expr, cst.Name):
+            return expr.value if expr.value in outputs else None
+        if isinstance(expr, cst.Subscript):
+            expr = expr.value
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _ALIASING:
+            expr = expr.func.value
+        elif isinstance(expr, cst.Attribute) and expr.attr.value in ("T", "mT", "data"):
+            expr = expr.value
+        else:
+            return None
+
+
+class OutputKeptAcrossReplays(Rule):
+    code = "CG955"
+    name = "static-output-kept-across-replays"
+    category = "memory"
+    severity = "warning"
+    summary = "Keeps a captured output tensor (or a view of it) in a container across replays instead of a `.clone()`."
+    message = "`{expr}` keeps a reference to the graph's static output `{name}`; the next replay overwrites it, so every kept entry ends up holding the last result"
+    fix_hint = "Store a copy: `{name}.clone()` (or copy into your own buffer)."
+    why = """A graph writes its outputs into the same memory on every replay. Appending the
+    output tensor itself (or a view of it) to a list keeps a reference to that memory, not
+    to the values: after the loop all entries show the last replay's result."""
+    fix_safety = "Safe: `.clone()` stores the values the code meant to keep."
+    scope = REPLAY
+    nodes = (cst.Call, cst.Assign)
+    invalid = (
+        '''
+import torch
+
+static_x = torch.zeros(8, device="cuda")
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    static_y = static_x * 2
+
+results = []
+for batch in loader:
+    static_x.copy_(batch)
+    g.replay()
+    results.append(static_y)  # expect: CG955
+''',
+    )
+    valid = (
+        '''
+import torch
+
+static_x = torch.zeros(8, device="cuda")
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    static_y = static_x * 2
+
+results = []
+for batch in loader:
+    static_x.copy_(batch)
+    g.replay()
+    results.append(static_y.clone())
+''',
+    )
+
+    def check(self, node, ctx):
+        outputs = ctx.captured_outputs
+        if not outputs:
+            return
+        if isinstance(node, cst.Call):
+            method = ctx.method(node)
+            if method is None or method[1] not in ("append", "extend", "insert", "appendleft"):
+                return
+            stored = [a.value for a in node.args]
+        else:
+            if not any(isinstance(t.target, cst.Subscript) for t in node.targets):
+                return
+            stored = [node.value]
+        for value in stored:
+            name = _static_output(value, outputs)
+            if name is not None and not ctx.value(value).is_host and ctx.replay_follows():
+                yield Hit(node, {"expr": code_of(node), "name": name})
+                return
+
+
+RULES = (
+    CapturesWithoutSharedPool,
+    AscendingSharedPool,
+    EmptyCacheInCapture,
+    EmptyCacheBetweenPooledCaptures,
+    OutputKeptAcrossReplays,
+)
