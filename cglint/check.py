@@ -17,7 +17,6 @@ from cglint.findings import Finding, Region
 if TYPE_CHECKING:  # the engine (and libcst) load only when some file can hold a capture
     import libcst as cst
 
-    from cglint.engine.captures import TraceStep
     from cglint.engine.checker import RawHit
     from cglint.engine.project import ModuleInfo
 
@@ -383,7 +382,7 @@ def _region_and_trace(hit: "RawHit", positions: _Positions) -> tuple[Optional[Re
     if hit.capture is None:
         return None, ()
 
-    def step(s: "TraceStep", node: "Optional[cst.CSTNode]" = None) -> str:
+    def step(s, node: "Optional[cst.CSTNode]" = None) -> str:
         span = positions.of(s.module, node or s.node)
         line = span.start.line if span else 0
         return f"{s.module.display}:{line} {s.text}"
@@ -394,7 +393,7 @@ def _region_and_trace(hit: "RawHit", positions: _Positions) -> tuple[Optional[Re
     trace = [step(s) for s in hit.trace]
     function = hit.function
     if function is not hit.capture.function and hasattr(function.node, "name"):
-        from cglint.engine.captures import TraceStep
+        from cglint.engine.captures import TraceStep  # the engine loads lazily
 
         trace.append(step(TraceStep(function.module, function.node, function.qualname), function.node.name))
     return region, tuple(trace)

@@ -4,7 +4,6 @@ never partial), and the encoding, its byte-order mark, the line endings, the fil
 symbolic links are kept."""
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import subprocess

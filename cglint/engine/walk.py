@@ -21,9 +21,9 @@ from cglint.engine import captures
 from cglint.engine.api import tables
 from cglint.engine.context import Context
 from cglint.engine.project import ClassInfo, FunctionInfo
-from cglint.engine.scope import Scope, initial_env
-from cglint.engine.syntax import assigned_names, call_method, children, code_of, dotted_name, positional
-from cglint.engine.values import HOST, TENSOR, UNKNOWN, Kind, Value, evaluate
+from cglint.engine.scope import Scope
+from cglint.engine.syntax import assigned_names, children, code_of, dotted_name, positional
+from cglint.engine.values import HOST, UNKNOWN, Kind, Value, evaluate
 
 if TYPE_CHECKING:
     from cglint.engine.checker import Engine, Job
@@ -470,9 +470,3 @@ class Walker:
             # function that replays a graph captured elsewhere (a runner's __call__).
             if self.after_capture or (self.engine.calls_replay(self.function) and not self.engine.captures_in(self.function)):
                 self.engine.run_rules(self.engine.replay_rules, node, self)
-
-    def fresh_env(self, function: FunctionInfo, args: dict[str, Value]) -> dict[str, Value]:
-        return initial_env(self.engine.project, function, args)
-
-
-__all__ = ["Mode", "Walker", "TENSOR"]
