@@ -120,14 +120,22 @@ with torch.cuda.graph(g):
     )
 
     def check(self, node, ctx):
-        stream = _stream_context(node, ctx)
-        if stream is None or _no_fork_needed(stream, ctx) or _holds_capture(node):
+        found = _side_stream_block(node, ctx)
+        if found is None or found[1]:
             return
-        text = code_of(stream)
-        if _forked(text, ctx.before(node)) or _forked(text, node.body.body[:1]):
-            return
+        text = found[0]
         if ctx.in_capture_block or _made_here(text, ctx.before(node)) or _callers_never_fork(text, ctx):
             yield Hit(node, {"stream": text})
+
+
+def _side_stream_block(node: cst.With, ctx) -> Optional[tuple[str, bool]]:
+    """(the stream, whether it was forked from the capturing stream) for a
+    `with torch.cuda.stream(s):` block in captured code that needs a fork at all."""
+    stream = _stream_context(node, ctx)
+    if stream is None or _no_fork_needed(stream, ctx) or _holds_capture(node):
+        return None
+    text = code_of(stream)
+    return text, _forked(text, ctx.before(node)) or _forked(text, node.body.body[:1])
 
 
 def _holds_capture(with_node: cst.With) -> bool:
@@ -190,13 +198,9 @@ with torch.cuda.graph(g):
     )
 
     def check(self, node, ctx):
-        stream = _stream_context(node, ctx)
-        if stream is None or _no_fork_needed(stream, ctx) or _holds_capture(node):
-            return
-        text = code_of(stream)
-        forked = _forked(text, ctx.before(node)) or _forked(text, node.body.body[:1])
-        if forked and not _joined(text, ctx.after(node)):
-            yield Hit(node, {"stream": text})
+        found = _side_stream_block(node, ctx)
+        if found is not None and found[1] and not _joined(found[0], ctx.after(node)):
+            yield Hit(node, {"stream": found[0]})
 
 
 class LegacyStreamInCapture(Rule):
