@@ -14,6 +14,15 @@ from cglint.config import Config, from_table
 CORE = ("sync", "control-flow", "cpu-rng", "realloc")
 
 
+def capture_script(imports: str, *calls: str) -> str:
+    """A script that runs `calls` inside a `torch.cuda.graph` capture on a static input `x`."""
+    body = "".join(f"    {call}\n" for call in calls)
+    return (
+        f"import torch\n{imports}\n\ng = torch.cuda.CUDAGraph()\n"
+        f'x = torch.zeros(4, device="cuda")\nwith torch.cuda.graph(g):\n{body}'
+    )
+
+
 def write_project(root: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():
         path = root / name

@@ -2,7 +2,7 @@
 each reduced to the pattern that triggered it."""
 from __future__ import annotations
 
-from tests.helpers import codes_lines, findings
+from tests.helpers import capture_script, codes_lines, findings
 
 
 def test_lazily_initialized_global_is_not_changing_state(tmp_path):
@@ -33,15 +33,7 @@ def test_lazily_initialized_global_is_not_changing_state(tmp_path):
                     x = x * 2
                 return x
             """,
-            "run.py": """
-            import torch
-            from ctx import step
-
-            g = torch.cuda.CUDAGraph()
-            x = torch.zeros(4, device="cuda")
-            with torch.cuda.graph(g):
-                y = step(x)
-            """,
+            "run.py": capture_script("from ctx import step", "y = step(x)"),
         },
         select=["CG202"],
     )
@@ -137,17 +129,7 @@ def test_kernel_language_functions_are_device_code(tmp_path):
                     pass
                 return x
             """,
-            "run.py": """
-            import torch
-            from kernels import Kernel, add, host
-
-            g = torch.cuda.CUDAGraph()
-            x = torch.zeros(4, device="cuda")
-            with torch.cuda.graph(g):
-                Kernel()(x, 0)
-                add(x, 4)
-                host(x)
-            """,
+            "run.py": capture_script("from kernels import Kernel, add, host", "Kernel()(x, 0)", "add(x, 4)", "host(x)"),
         },
         select=["CG201"],
     )
@@ -171,15 +153,7 @@ def test_code_after_a_raise_while_capturing_guard_is_not_captured(tmp_path):
                 torch.cuda.synchronize()  # after the inner block: captured
                 return ws
             """,
-            "run.py": """
-            import torch
-            from ws import workspace
-
-            g = torch.cuda.CUDAGraph()
-            x = torch.zeros(4, device="cuda")
-            with torch.cuda.graph(g):
-                workspace(x, None)
-            """,
+            "run.py": capture_script("from ws import workspace", "workspace(x, None)"),
         },
         select=["CG104"],
     )
@@ -225,15 +199,7 @@ def test_sentinel_and_once_flag_globals_are_initialization(tmp_path):
                     x = x * 2
                 return x
             """,
-            "run.py": """
-            import torch
-            from state import step
-
-            g = torch.cuda.CUDAGraph()
-            x = torch.zeros(4, device="cuda")
-            with torch.cuda.graph(g):
-                y = step(x)
-            """,
+            "run.py": capture_script("from state import step", "y = step(x)"),
         },
         select=["CG202"],
     )
