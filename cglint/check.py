@@ -1,8 +1,8 @@
 """`cglint check` as a function: paths and configuration in, findings out."""
 from __future__ import annotations
 
-import fnmatch
 import gc
+from functools import lru_cache
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Iterable, Optional
 
 from cglint import catalogue, source, suppress
 from cglint.config import Config
-from cglint.discovery import discover, module_name_for
+from cglint.discovery import discover, matches, module_name_for, relative_to
 from cglint.engine.prefilter import CAPTURE_TOKENS, mentions
 from cglint.findings import Finding, Region
 
@@ -32,10 +32,7 @@ class CheckResult:
 
 def display_path(path: Path) -> str:
     """Paths relative to the working directory when below it, as users typed them otherwise."""
-    try:
-        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
-    except (ValueError, OSError, RuntimeError):  # outside the working directory, or a symbolic link loop
-        return path.as_posix()
+    return relative_to(path, Path.cwd().resolve())
 
 
 def check_paths(
@@ -400,16 +397,14 @@ def _region_and_trace(hit: "RawHit", positions: _Positions) -> tuple[Optional[Re
 
 
 def _ignored(finding: Finding, config: Config) -> bool:
-    if not config.per_file_ignores:
-        return False
     path = Path(finding.path)
-    try:
-        relative = path.resolve().relative_to(config.root).as_posix()
-    except ValueError:
-        relative = path.as_posix()
-    for pattern, codes in config.per_file_ignores.items():
-        if fnmatch.fnmatch(relative, pattern) or fnmatch.fnmatch(path.name, pattern):
-            if finding.code in catalogue.expand(codes):
-                return True
-    return False
+    return any(
+        finding.code in _expanded(tuple(codes)) and matches(path, pattern, config.root)
+        for pattern, codes in config.per_file_ignores.items()
+    )
+
+
+@lru_cache(maxsize=None)
+def _expanded(codes: tuple) -> frozenset:
+    return frozenset(catalogue.expand(codes))
 

@@ -23,17 +23,27 @@ def _unreadable_link(path: Path) -> bool:
         return True
 
 
-def _excluded(path: Path, patterns: Iterable[str], root: Path) -> bool:
+def relative_to(path: Path, root: Path) -> str:
+    """`path` as a posix path below `root`, or as given when it lies elsewhere."""
     try:
-        relative = resolved(path).relative_to(root).as_posix()
+        return resolved(path).relative_to(root).as_posix()
     except ValueError:
-        relative = path.as_posix()
-    for pattern in patterns:
-        if fnmatch.fnmatch(path.name, pattern) or fnmatch.fnmatch(relative, pattern):
-            return True
-        if fnmatch.fnmatch(relative, pattern.rstrip("/") + "/*"):
-            return True
-    return False
+        return path.as_posix()
+
+
+def matches(path: Path, pattern: str, root: Path) -> bool:
+    """Whether an exclude or per-file-ignores pattern names `path` (by file name, by its
+    path below `root`, or as a folder holding it)."""
+    relative = relative_to(path, root)
+    return (
+        fnmatch.fnmatch(path.name, pattern)
+        or fnmatch.fnmatch(relative, pattern)
+        or fnmatch.fnmatch(relative, pattern.rstrip("/") + "/*")
+    )
+
+
+def _excluded(path: Path, patterns: Iterable[str], root: Path) -> bool:
+    return any(matches(path, pattern, root) for pattern in patterns)
 
 
 def discover(paths: Iterable[Path], excludes: list[str], root: Path, force_exclude: bool = False) -> tuple[list[Path], list[Path]]:

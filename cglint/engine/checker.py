@@ -254,7 +254,7 @@ class Engine:
             self._captures[key] = capture
         capture.targets = tuple(dict.fromkeys(capture.targets + tuple(targets)))
 
-    def note_yield_in_region(self, function: FunctionInfo, capture: Optional[Capture]) -> None:
+    def note_yield_in_region(self, function: FunctionInfo) -> None:
         self._yields.add(id(function.node))
 
     def note_parameter_call(self, function: FunctionInfo, param: str) -> None:

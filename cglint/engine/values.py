@@ -227,7 +227,6 @@ def device_of(call: cst.Call, scope: "Scope") -> Optional[str]:
 
 
 def _call(call: cst.Call, scope: "Scope") -> Value:
-    t = tables()
     qualified = scope.qualname(call.func)
     if qualified is not None:
         return _call_qualified(call, qualified, scope)
@@ -241,7 +240,6 @@ def _call(call: cst.Call, scope: "Scope") -> Value:
             return Value(Kind.OBJECT, targets=callee.targets)
         if callee.tag in ("module", "module_container") or any(isinstance(c, ClassInfo) for c in callee.targets):
             return TENSOR  # calling an nn.Module runs its forward
-    del t
     return UNKNOWN
 
 

@@ -307,7 +307,7 @@ class Walker:
             elif isinstance(current, (cst.Attribute, cst.Name)):
                 self.note_read(current)
             elif isinstance(current, cst.Yield) and self.in_region and self.mode is Mode.DISCOVER:
-                self.engine.note_yield_in_region(self.function, self.capture)
+                self.engine.note_yield_in_region(self.function)
             if isinstance(current, _SCOPES):
                 continue
             kids = list(children(current))
