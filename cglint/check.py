@@ -67,9 +67,11 @@ def check_files(
     sources: Optional[dict[Path, str]] = None,
     prefilter: bool = True,
     jobs: int = 1,
+    whole_modules: bool = False,
 ) -> CheckResult:
     """Check `files`; `sources` gives the text of files that are not (or not yet) on disk.
-    `prefilter=False` parses every file up front (the reference the fast path must equal)."""
+    `prefilter=False` parses every file whole up front (the reference the fast path must
+    equal); `whole_modules` parses whole every module it parses (what --fix rewrites)."""
     codes = catalogue.selected(config.select, config.ignore) | catalogue.expand(config.extend_select) if codes is None else codes
     diagnostics: list[Finding] = [_diagnostic(display_path(p), _missing(p)) for p in missing]
     checked = {p.resolve() for p in files}
@@ -98,7 +100,9 @@ def check_files(
     others = {p: t for p, t in texts.items() if p not in set(entry)}
     syntax = _SyntaxChecks(others, jobs if entry else 1)
     if entry:
-        findings = _deep_stack(_run_engine, texts, entry, roots, checked, config, codes, diagnostics, helper_names, also_read, sources, fixable)
+        findings = _deep_stack(
+            _run_engine, texts, entry, roots, checked, config, codes, diagnostics, helper_names, also_read, sources, fixable, whole_modules or not prefilter
+        )
     diagnostics += syntax.results(exclude=set(also_read))
     also_read = [p for p in also_read if p not in checked]
     result = [f for f in findings + diagnostics if f.code in codes or f.code in catalogue.TOOL_DIAGNOSTICS]
@@ -195,11 +199,11 @@ def _deep_stack(function, *args):
     return value
 
 
-def _run_engine(texts, entry, roots, checked, config, codes, diagnostics, helper_names, also_read, sources=None, fixable=None) -> list[Finding]:
+def _run_engine(texts, entry, roots, checked, config, codes, diagnostics, helper_names, also_read, sources=None, fixable=None, whole_modules=False) -> list[Finding]:
     from cglint.engine.checker import Engine
     from cglint.engine.project import Project
 
-    project = Project(display_path, lambda path, error: diagnostics.append(_diagnostic(display_path(path), error)))
+    project = Project(display_path, lambda path, error: diagnostics.append(_diagnostic(display_path(path), error)), whole_modules)
     project.sources = texts
     if sources:  # modules reached by calls are read from `sources` too (fixes not yet written)
         given = {path.resolve(): text for path, text in sources.items()}
@@ -245,66 +249,37 @@ def _diagnostic(path: str, error: source.SourceError) -> Finding:
 class _Positions:
     """Line and column of nodes, resolved lazily, per top-level statement that has something
     to report: positions come from generating code, and a 50,000-line module should not be
-    generated whole for one finding. CPython's parser gives each top-level statement's first
-    line; libcst gives positions inside the statement. Where the two disagree (syntax newer
-    than the running Python), the whole module is resolved once instead."""
+    generated whole for one finding. A module's nodes live in its pieces (the skeleton, and
+    each function parsed since); CPython's parser gives each top-level statement's first line,
+    libcst gives positions inside the statement. Where the first lines are unknown (syntax
+    newer than the running Python), the whole module is resolved once instead."""
 
     def __init__(self) -> None:
-        self._maps: dict[int, object] = {}
-        self._statements: dict[int, Optional["_StatementPositions"]] = {}
+        self._pieces: dict[int, _PiecePositions] = {}
 
     def of(self, module: "ModuleInfo", node: "cst.CSTNode"):
-        key = id(module)
-        if key not in self._statements:
-            self._statements[key] = _StatementPositions.of_module(module) if key not in self._maps else None
-        by_statement = self._statements[key]
-        if by_statement is not None:
-            found = by_statement.position(node)
+        # Functions first: they are small, hold most findings, and the skeleton is indexed last.
+        for piece in [*module.pieces[1:], *module.pieces[:1]]:
+            if id(piece) not in self._pieces:
+                self._pieces[id(piece)] = _PiecePositions(piece)
+            found = self._pieces[id(piece)].position(node)
             if found is not None:
                 return found
-        if key not in self._maps:
-            from libcst.metadata import MetadataWrapper, PositionProvider
-
-            self._maps[key] = MetadataWrapper(module.tree, unsafe_skip_copy=True).resolve(PositionProvider)
-        return self._maps[key].get(node)  # type: ignore[attr-defined]
+        return None
 
 
-class _StatementPositions:
-    def __init__(self, module: "ModuleInfo", starts: list[int]):
-        self._module = module
-        self._starts = starts  # first line of each top-level statement
+class _PiecePositions:
+    def __init__(self, piece) -> None:
+        self._piece = piece
         self._owner: dict[int, int] = {}  # id(node) -> index of its top-level statement
         self._indexed = 0
         self._resolved: dict[int, tuple[int, object]] = {}  # statement -> (line offset, positions)
-
-    @classmethod
-    def of_module(cls, module: "ModuleInfo") -> Optional["_StatementPositions"]:
-        import ast
-
-        import libcst as cst
-
-        try:
-            tree = ast.parse(module.file.text)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return None
-        lines = iter(s.lineno for s in tree.body)
-        starts = []
-        for statement in module.tree.body:
-            count = len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
-            first = next(lines, None)
-            for _ in range(count - 1):
-                next(lines, None)
-            if first is None:
-                return None
-            starts.append(first)
-        if next(lines, None) is not None:
-            return None
-        return cls(module, starts)
+        self._whole = None
 
     def _statement_of(self, node: "cst.CSTNode") -> Optional[int]:
         from cglint.engine.syntax import children
 
-        body = self._module.tree.body
+        body = self._piece.tree.body
         while id(node) not in self._owner and self._indexed < len(body):
             index, stack = self._indexed, [body[self._indexed]]
             while stack:
@@ -317,14 +292,18 @@ class _StatementPositions:
     def position(self, node: "cst.CSTNode"):
         from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
+        if self._piece.starts is None:
+            if self._whole is None:
+                self._whole = MetadataWrapper(self._piece.tree, unsafe_skip_copy=True).resolve(PositionProvider)
+            return self._whole.get(node)  # type: ignore[attr-defined]
         index = self._statement_of(node)
         if index is None:
             return None
         if index not in self._resolved:
-            statement = self._module.tree.body[index]
-            alone = self._module.tree.with_changes(body=[statement], header=[], footer=[])
+            statement = self._piece.tree.body[index]
+            alone = self._piece.tree.with_changes(body=[statement], header=[], footer=[])
             positions = MetadataWrapper(alone, unsafe_skip_copy=True).resolve(PositionProvider)
-            self._resolved[index] = (self._starts[index] - positions[statement].start.line, positions)
+            self._resolved[index] = (self._piece.starts[index] - positions[statement].start.line, positions)
         offset, positions = self._resolved[index]
         span = positions.get(node)  # type: ignore[attr-defined]
         if span is None:

@@ -271,7 +271,7 @@ def fix_files(
     """Fix `files` (and the modules their captures reach) in memory; `sources` gives texts not on disk."""
     missing = list(missing)
     texts: dict[Path, str] = {p.resolve(): t for p, t in (sources or {}).items()}  # resolved path -> current text
-    result = check_files(files, config, codes, missing, sources=_sources(texts, files))
+    result = check_files(files, config, codes, missing, sources=_sources(texts, files), whole_modules=True)
     done: dict[Path, FileFix] = {}
     rejected: set[tuple] = set()
     for _ in range(MAX_PASSES):
@@ -296,7 +296,7 @@ def fix_files(
         if not fixed:
             continue
         candidate = {**texts, **{path: text for path, (_, text, _) in fixed.items()}}
-        after = check_files(files, config, codes, missing, sources=_sources(candidate, files))
+        after = check_files(files, config, codes, missing, sources=_sources(candidate, files), whole_modules=True)
         bad = _rejected(result, after, applied)
         if bad:
             rejected |= {e.key for e in bad}

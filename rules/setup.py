@@ -118,12 +118,10 @@ def _compiled(call: cst.Call, ctx) -> bool:
     if callee.tag == "compiled":
         return True
     for target in callee.targets:
-        node = getattr(target, "node", None)
-        if isinstance(node, cst.FunctionDef):
-            for decorator in node.decorators:
-                expr = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
-                if ctx.qualname(expr) in ctx.api.capture.compile:
-                    return True
+        for decorator in getattr(target, "decorators", ()):  # project functions and lambdas
+            expr = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
+            if ctx.qualname(expr) in ctx.api.capture.compile:
+                return True
     return False
 
 

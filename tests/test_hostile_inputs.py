@@ -343,6 +343,26 @@ TRICKY = textwrap.dedent(
                 return (1 +
                         2)
     x = f"{1}" "two"
+
+    class D:
+        @staticmethod
+        def one(): return 1
+        def text(self):
+            """A docstring."""
+    # a comment less indented than the body
+            s = """
+    flush left
+    """
+            return s.strip()
+
+    if TYPE_CHECKING:
+        def g(): ...
+    elif FLAG:
+        def g():
+            return torch.zeros(1).item()
+    else:
+        def g():  \
+            return 2
     '''
 )
 
@@ -353,15 +373,27 @@ def test_positions_by_statement_equal_whole_module_positions(tmp_path, newline):
     from libcst.metadata import MetadataWrapper, PositionProvider
 
     from cglint.engine.project import Project
+    from cglint.engine.syntax import descendants
 
     sources = [TRICKY.replace("\n", newline)] + [p.read_text("utf-8") for p in sorted(Path("fixtures").rglob("*.py"))[:8]]
     for index, text in enumerate(sources):
         path = tmp_path / f"m{index}.py"
         path.write_bytes(text.encode())
-        module = Project(str, lambda *a: None).module_for_path(path, text)
+        module = Project(str, lambda *a: None, whole_modules=True).module_for_path(path, text)
         expected = MetadataWrapper(module.tree, unsafe_skip_copy=True).resolve(PositionProvider)
         fast = _Positions()
         nodes = [n for n in expected if isinstance(n, (cst.BaseExpression, cst.BaseStatement, cst.BaseSmallStatement))]
         assert nodes
         for node in nodes:
             assert fast.of(module, node) == expected[node], (index, type(node).__name__)
+        # Functions parsed alone, from the skeleton, have the positions they have in the whole module.
+        lazy = Project(str, lambda *a: None).module_for_path(tmp_path / f"m{index}.py", text)
+        lazy_positions = _Positions()
+        pairs = [(module.functions, lazy.functions)] + [(c.methods, lazy.classes[n].methods) for n, c in module.classes.items()]
+        for whole_functions, lazy_functions in pairs:
+            for name, whole in whole_functions.items():
+                part = lazy_functions[name]
+                for a, b in zip(descendants(whole.node.body), descendants(part.node.body), strict=True):
+                    assert type(a) is type(b)
+                    if a in expected:
+                        assert lazy_positions.of(lazy, b) == expected[a], (index, name, type(a).__name__)

@@ -117,10 +117,7 @@ def compiles_cudagraphs(call: cst.Call) -> bool:
 
 
 def compile_decorator(function: FunctionInfo, scope: "Scope") -> Optional[cst.Decorator]:
-    node = function.node
-    if not isinstance(node, cst.FunctionDef):
-        return None
-    for decorator in node.decorators:
+    for decorator in function.decorators:
         expr = decorator.decorator
         if isinstance(expr, cst.Call) and scope.qualname(expr.func) in tables().capture.compile:
             if compiles_cudagraphs(expr):
@@ -129,10 +126,7 @@ def compile_decorator(function: FunctionInfo, scope: "Scope") -> Optional[cst.De
 
 
 def is_contextmanager(function: FunctionInfo, scope: "Scope") -> bool:
-    node = function.node
-    if not isinstance(node, cst.FunctionDef):
-        return False
-    return any(scope.qualname(d.decorator) in tables().capture.contextmanager for d in node.decorators)
+    return any(scope.qualname(d.decorator) in tables().capture.contextmanager for d in function.decorators)
 
 
 def site(module: ModuleInfo, node: cst.CSTNode, text: Optional[str] = None) -> TraceStep:

@@ -23,7 +23,7 @@ from cglint.engine.captures import Capture, TraceStep
 from cglint.engine.project import FunctionInfo, ModuleInfo, Project
 from cglint.engine.scope import Scope, initial_env
 from cglint.engine.state import StateFacts
-from cglint.engine.syntax import call_method, code_of, descendants, identifiers, identifiers_by_function
+from cglint.engine.syntax import call_method, code_of, descendants, identifiers
 from cglint.engine.values import TENSOR, Value
 from cglint.engine.walk import Mode, Walker
 from cglint.rule import CAPTURE, REGION, REPLAY, Hit, Rule
@@ -98,7 +98,6 @@ class Engine:
         self._replayers: dict[int, FunctionInfo] = {}
         self._host_writes: dict[tuple, list] = {}
         self._deferred: dict[int, tuple] = {}
-        self._idents: dict[int, frozenset] = {}
         self._constructions: dict[int, list] = {}
         self._construction_search: set[int] = set()
         project.find_constructions = self.constructions
@@ -127,11 +126,8 @@ class Engine:
             self.project.only_capturing = False
 
     def _identifiers(self, function: FunctionInfo) -> frozenset:
-        module = function.module
-        if id(module) not in self._idents:
-            self._idents[id(module)] = identifiers_by_function(module.file.text) or {}
-        found = self._idents[id(module)].get(function.qualname)
-        return found if found is not None else identifiers(function.node)
+        # From the `ast` outline where there is one: looking at names must not parse bodies.
+        return function.outline.names if function.outline is not None else identifiers(function.node)
 
     def defer(self, function: FunctionInfo, env: dict[str, Value]) -> None:
         self._deferred.setdefault(id(function.node), (function, env))
@@ -481,10 +477,7 @@ _KERNEL_PACKAGES = ("triton", "cutlass", "numba", "tilelang", "warp", "helion", 
 def _device_kernel(function: FunctionInfo) -> bool:
     from cglint.engine.syntax import dotted_name
 
-    node = function.node
-    if not isinstance(node, cst.FunctionDef) or not node.decorators:
-        return False
-    for decorator in node.decorators:
+    for decorator in function.decorators:
         expr = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
         name = dotted_name(expr)
         if not name or "." not in name:

@@ -11,27 +11,56 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Optional, Union
+from typing import Callable, Iterator, Optional, Sequence, Union
 
 import libcst as cst
 
 from cglint import source
 from cglint.discovery import module_name_for
+from cglint.engine.outline import DefOutline, Outline, outline_of
 from cglint.engine.prefilter import CAPTURE_TOKENS, mentions
-from cglint.engine.syntax import assigned_names, children, descendants, dotted_name
+from cglint.engine.syntax import assigned_names, descendants, dotted_name
 
 
-@dataclass(eq=False, repr=False)
 class FunctionInfo:
-    module: "ModuleInfo"
-    node: Union[cst.FunctionDef, cst.Lambda, cst.Module]
-    name: str
-    qualname: str  # "Model.forward", "<module>", "<lambda>"
-    cls: Optional["ClassInfo"] = None
-    parent: Optional["FunctionInfo"] = None  # the enclosing function of a nested def
+    """A function or method. Its body is parsed with libcst the first time `node` is asked
+    for: most functions of a module are never walked."""
+
+    def __init__(
+        self,
+        module: "ModuleInfo",
+        node: Optional[Union[cst.FunctionDef, cst.Lambda, cst.Module]],
+        name: str,
+        qualname: str,  # "Model.forward", "<module>", "<lambda>"
+        cls: Optional["ClassInfo"] = None,
+        parent: Optional["FunctionInfo"] = None,  # the enclosing function of a nested def
+        header: Optional[cst.FunctionDef] = None,  # the definition as the module's skeleton has it
+        outline: Optional[DefOutline] = None,
+    ):
+        self.module = module
+        self._node = node
+        self.name = name
+        self.qualname = qualname
+        self.cls = cls
+        self.parent = parent
+        self.header = header
+        self.outline = outline
+        self._writes: Optional[list[AttrWrite]] = None
 
     def __repr__(self) -> str:
         return f"<function {self.module.name}.{self.qualname}>"
+
+    @property
+    def node(self) -> Union[cst.FunctionDef, cst.Lambda, cst.Module]:
+        if self._node is None:
+            self._node = self.module.parse_function(self)
+        return self._node
+
+    @property
+    def decorators(self) -> Sequence[cst.Decorator]:
+        """The decorators (kept in the skeleton: a lazily parsed body starts at `def`)."""
+        node = self.header if self.header is not None else self.node
+        return node.decorators if isinstance(node, cst.FunctionDef) else ()
 
     @property
     def params(self) -> list[cst.Param]:
@@ -42,7 +71,7 @@ class FunctionInfo:
 
     @property
     def is_method(self) -> bool:
-        return self.cls is not None and not _has_decorator(self.node, "staticmethod")
+        return self.cls is not None and not any(dotted_name(d.decorator) == "staticmethod" for d in self.decorators)
 
     @property
     def body(self) -> list[cst.CSTNode]:
@@ -55,6 +84,11 @@ class FunctionInfo:
             return list(node.body.body)
         return list(node.body.body)  # a one-line `def f(): return x`
 
+    def self_writes(self) -> list["AttrWrite"]:
+        if self._writes is None:
+            self._writes = list(_self_writes(self))
+        return self._writes
+
 
 @dataclass(eq=False, repr=False)
 class ClassInfo:
@@ -62,7 +96,7 @@ class ClassInfo:
     node: cst.ClassDef
     name: str
     methods: dict[str, FunctionInfo] = field(default_factory=dict)
-    _attrs: Optional[dict[str, list["AttrWrite"]]] = None
+    _attrs: Optional[dict[str, list["AttrWrite"]]] = None  # by attribute, as asked
 
     def __repr__(self) -> str:
         return f"<class {self.qualname}>"
@@ -71,14 +105,20 @@ class ClassInfo:
     def qualname(self) -> str:
         return f"{self.module.name}.{self.name}"
 
-    def attr_writes(self) -> dict[str, list["AttrWrite"]]:
-        """Every `self.X = ...` / `self.X += ...` in the class's methods (computed once)."""
+    def attr_writes(self, attr: str) -> list["AttrWrite"]:
+        """Every `self.<attr> = ...` / `self.<attr> += ...` in the class's methods; only the
+        methods that `ast` saw assign such an attribute are parsed."""
         if self._attrs is None:
             self._attrs = {}
-            for method in self.methods.values():
-                for write in _self_writes(method):
-                    self._attrs.setdefault(write.attr, []).append(write)
-        return self._attrs
+        if attr not in self._attrs:
+            self._attrs[attr] = [
+                write
+                for method in self.methods.values()
+                if method.outline is None or attr in method.outline.stored_attrs
+                for write in method.self_writes()
+                if write.attr == attr
+            ]
+        return self._attrs[attr]
 
 
 @dataclass(frozen=True)
@@ -101,9 +141,30 @@ class ModuleInfo:
     functions: dict[str, FunctionInfo] = field(default_factory=dict)
     classes: dict[str, ClassInfo] = field(default_factory=dict)
     globals: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)
+    # Where `tree` is the skeleton, the outline that made it; the parsed trees that hold
+    # this module's nodes (the skeleton or whole module first, then functions as parsed).
+    outline: Optional[Outline] = None
+    pieces: list["Piece"] = field(default_factory=list)
+    on_error: Optional[Callable[[Path, source.SourceError], None]] = None
 
     def __repr__(self) -> str:
         return f"<module {self.name}>"
+
+    def parse_function(self, function: FunctionInfo) -> cst.FunctionDef:
+        """Parse one function whose body the skeleton left out."""
+        assert self.outline is not None and function.outline is not None and function.header is not None
+        text, offset = self.outline.function_source(function.outline)
+        tree = source.parse(text)
+        if isinstance(tree, source.SourceError):
+            # libcst cannot parse this function alone though `ast` could: report it, walk nothing.
+            if self.on_error is not None:
+                self.on_error(self.file.path, tree)
+            return function.header
+        self.pieces.append(Piece(tree, [offset + 1]))
+        statement = tree.body[0]
+        if function.outline.indented:  # under the `if 1:` that lets it parse in place
+            statement = statement.body.body[0]  # type: ignore[attr-defined]
+        return statement  # type: ignore[return-value]
 
     @property
     def display(self) -> str:
@@ -132,10 +193,14 @@ class ModuleInfo:
 Definition = Union[FunctionInfo, ClassInfo, ModuleInfo]
 
 
-def _has_decorator(node: cst.CSTNode, name: str) -> bool:
-    if not isinstance(node, cst.FunctionDef):
-        return False
-    return any(dotted_name(d.decorator) == name for d in node.decorators)
+@dataclass(eq=False)
+class Piece:
+    """A parsed tree holding some of a module's nodes, with the source line on which each
+    of its top-level statements starts (None where unknown: positions then come from the
+    tree alone, which then is the whole module)."""
+
+    tree: cst.Module
+    starts: Optional[list[int]]
 
 
 def _self_writes(method: FunctionInfo) -> Iterator[AttrWrite]:
@@ -166,8 +231,14 @@ def _self_attr(target: cst.BaseExpression, self_name: str) -> Optional[str]:
 class Project:
     """Module lookup by name or path, parsing each file at most once."""
 
-    def __init__(self, display: Callable[[Path], str], on_error: Callable[[Path, source.SourceError], None]):
+    def __init__(
+        self,
+        display: Callable[[Path], str],
+        on_error: Callable[[Path, source.SourceError], None],
+        whole_modules: bool = False,  # parse every function up front (what --fix rewrites need)
+    ):
         self._display = display
+        self.whole_modules = whole_modules
         self._on_error = on_error
         self.roots: list[Path] = []
         self._by_path: dict[Path, Optional[ModuleInfo]] = {}
@@ -230,15 +301,31 @@ class Project:
         if isinstance(file, source.SourceError):
             self._on_error(path, file)
         else:
-            tree = source.parse(file.text)
-            if isinstance(tree, source.SourceError):
-                self._on_error(path, tree)
-            else:
-                info = _index(ModuleInfo(name, file, tree, is_package, root))
+            info = self._load(name, file, is_package, root)
         self._by_path[path] = info
         if info is not None:
             self._by_name.setdefault((root, name), info)
         return info
+
+    def _load(self, name: str, file: source.SourceFile, is_package: bool, root: Path) -> Optional[ModuleInfo]:
+        """Index the module: from a skeleton whose function bodies are parsed when walked,
+        or, where `ast` cannot outline it (or --fix needs whole trees), from a whole parse."""
+        outline = outline_of(file.text)
+        if outline is not None and not self.whole_modules:
+            skeleton = source.parse(outline.skeleton)
+            if not isinstance(skeleton, source.SourceError):
+                module = ModuleInfo(name, file, skeleton, is_package, root, outline=outline, on_error=self._on_error)
+                if _index(module, outline, lazy=True):
+                    return module
+        tree = source.parse(file.text)
+        if isinstance(tree, source.SourceError):
+            self._on_error(file.path, tree)
+            return None
+        module = ModuleInfo(name, file, tree, is_package, root, on_error=self._on_error)
+        if not _index(module, outline, lazy=False):
+            module = ModuleInfo(name, file, tree, is_package, root, on_error=self._on_error)
+            _index(module, None, lazy=False)
+        return module
 
     def constructions(self, cls: ClassInfo) -> list[dict]:
         """Argument values of the calls that construct `cls` (filled in by the engine)."""
@@ -376,8 +463,9 @@ class Project:
         return names
 
 
-def _index(module: ModuleInfo) -> ModuleInfo:
-    """Record the module's imports, functions, classes and globals (no walk into bodies)."""
+def _index(module: ModuleInfo, outline: Optional[Outline], lazy: bool) -> bool:
+    """Record the module's imports, functions, classes and globals (no walk into bodies).
+    False where the outline's definitions do not pair up with the tree's."""
     for node in descendants(module.tree):
         if isinstance(node, cst.Import):
             for alias in node.names:
@@ -397,38 +485,82 @@ def _index(module: ModuleInfo) -> ModuleInfo:
                 local = alias.asname.name.value if alias.asname is not None else name  # type: ignore[union-attr]
                 if name and local:
                     module.imports[local] = f"{origin}.{name}" if origin else name
-    for stmt in _top_level(module.tree.body):
-        if isinstance(stmt, cst.FunctionDef):
-            name = stmt.name.value
-            module.functions[name] = FunctionInfo(module, stmt, name, name)
-        elif isinstance(stmt, cst.ClassDef):
-            cls = ClassInfo(module, stmt, stmt.name.value)
-            for member in _top_level(stmt.body.body if isinstance(stmt.body, cst.IndentedBlock) else []):
-                if isinstance(member, cst.FunctionDef):
-                    name = member.name.value
-                    cls.methods[name] = FunctionInfo(module, member, name, f"{cls.name}.{name}", cls)
-            module.classes[cls.name] = cls
-        elif isinstance(stmt, (cst.Assign, cst.AnnAssign)) and stmt.value is not None:
-            targets = [t.target for t in stmt.targets] if isinstance(stmt, cst.Assign) else [stmt.target]
-            for target in targets:
-                for leaf in assigned_names(target):
-                    if isinstance(leaf, cst.Name):
-                        module.globals.setdefault(leaf.value, []).append(stmt.value)
-    return module
+    outlines = iter(outline.defs) if outline is not None else None
+
+    def function(stmt: cst.FunctionDef, qualname: str, cls: Optional[ClassInfo] = None) -> FunctionInfo:
+        shape = next(outlines, None) if outlines is not None else None
+        if outlines is not None and (shape is None or shape.qualname != qualname):
+            raise _Unpaired
+        body = None if lazy and shape is not None and shape.blanked else stmt
+        return FunctionInfo(module, body, stmt.name.value, qualname, cls, header=stmt, outline=shape)
+
+    try:
+        for stmt in _top_level(module.tree.body):
+            if isinstance(stmt, cst.FunctionDef):
+                module.functions[stmt.name.value] = function(stmt, stmt.name.value)
+            elif isinstance(stmt, cst.ClassDef):
+                cls = ClassInfo(module, stmt, stmt.name.value)
+                for member in _top_level(stmt.body.body if isinstance(stmt.body, cst.IndentedBlock) else []):
+                    if isinstance(member, cst.FunctionDef):
+                        cls.methods[member.name.value] = function(member, f"{cls.name}.{member.name.value}", cls)
+                module.classes[cls.name] = cls
+            elif isinstance(stmt, (cst.Assign, cst.AnnAssign)) and stmt.value is not None:
+                targets = [t.target for t in stmt.targets] if isinstance(stmt, cst.Assign) else [stmt.target]
+                for target in targets:
+                    for leaf in assigned_names(target):
+                        if isinstance(leaf, cst.Name):
+                            module.globals.setdefault(leaf.value, []).append(stmt.value)
+    except _Unpaired:
+        return False
+    if outlines is not None and next(outlines, None) is not None:
+        return False
+    module.pieces.append(Piece(module.tree, _aligned_starts(module.tree, outline.starts) if outline is not None else None))
+    return True
+
+
+class _Unpaired(Exception):
+    """The `ast` outline and the libcst tree disagree on the module's definitions."""
+
+
+def _aligned_starts(tree: cst.Module, starts: list[int]) -> Optional[list[int]]:
+    """The first line of each of the tree's top-level statements, from `ast`'s (which counts
+    `a = 1; b = 2` as two statements)."""
+    lines = iter(starts)
+    aligned = []
+    for statement in tree.body:
+        count = len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
+        first = next(lines, None)
+        for _ in range(count - 1):
+            next(lines, None)
+        if first is None:
+            return None
+        aligned.append(first)
+    return None if next(lines, None) is not None else aligned
 
 
 def _top_level(body) -> Iterator[cst.CSTNode]:
-    """Statements at this level, looking through if/try/with blocks but not into defs."""
+    """Statements at this level, looking through if/try/with/for/while blocks (as the
+    outline does) but not into defs."""
     for stmt in body:
         if isinstance(stmt, cst.SimpleStatementLine):
             yield from stmt.body
-        elif isinstance(stmt, (cst.If, cst.Try, cst.With, cst.For, cst.While)):
-            for child in children(stmt):
-                if isinstance(child, (cst.IndentedBlock, cst.SimpleStatementSuite)):
-                    yield from _top_level(child.body)
-                elif isinstance(child, (cst.Else, cst.ExceptHandler, cst.Finally, cst.If)):
-                    for grandchild in children(child):
-                        if isinstance(grandchild, (cst.IndentedBlock, cst.SimpleStatementSuite)):
-                            yield from _top_level(grandchild.body)
+        elif isinstance(stmt, (cst.If, cst.Try, cst.TryStar, cst.With, cst.For, cst.While)):
+            for suite in _suites(stmt):
+                yield from _top_level(suite.body)
         else:
             yield stmt
+
+
+def _suites(stmt: cst.CSTNode) -> Iterator[cst.BaseSuite]:
+    """The blocks of a compound statement in source order, `elif` and `else` included."""
+    yield stmt.body  # type: ignore[attr-defined]
+    for handler in getattr(stmt, "handlers", ()):
+        yield handler.body
+    orelse = getattr(stmt, "orelse", None)
+    if isinstance(orelse, cst.If):
+        yield from _suites(orelse)
+    elif orelse is not None:
+        yield orelse.body
+    final = getattr(stmt, "finalbody", None)
+    if final is not None:
+        yield final.body

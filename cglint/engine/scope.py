@@ -109,7 +109,7 @@ class Scope:
     def _attr_value(self, cls: ClassInfo, attr: str) -> Value:
         value: Optional[Value] = None
         for klass in self.project.mro(cls):
-            for write in klass.attr_writes().get(attr, ()):
+            for write in klass.attr_writes(attr):
                 if write.augmented:
                     continue  # `self.step += 1` keeps the kind the plain assignments give it
                 if write.value is None:

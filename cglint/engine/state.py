@@ -73,8 +73,8 @@ class StateFacts:
     def _changed_attribute(self, cls: ClassInfo, attr: str, any_write: bool = False) -> Optional[str]:
         setup = self._setup_methods(cls)
         for klass in self.project.mro(cls):
-            for write in klass.attr_writes().get(attr, ()):
-                if write.method.name in _SETUP_METHODS or id(write.method.node) in setup:
+            for write in klass.attr_writes(attr):
+                if write.method.name in _SETUP_METHODS or id(write.method) in setup:
                     continue
                 if write.augmented:
                     return f"is updated in {write.method.qualname}()"
@@ -90,7 +90,10 @@ class StateFacts:
         calls: dict[str, set[str]] = {}  # method -> methods it calls on self
         for klass in self.project.mro(cls):
             for method in klass.methods.values():
-                if method.params and isinstance(method.node, cst.FunctionDef):
+                if method.outline is not None:  # known without parsing the method
+                    if method.outline.self_calls is not None:
+                        calls.setdefault(method.name, set()).update(method.outline.self_calls)
+                elif method.params and isinstance(method.node, cst.FunctionDef):
                     me = method.params[0].name.value
                     called = {
                         n.func.attr.value for n in descendants(method.node)
@@ -107,7 +110,7 @@ class StateFacts:
                 if name not in setup and callers and callers <= setup:
                     setup.add(name)
                     changed = True
-        return {id(m.node) for k in self.project.mro(cls) for m in k.methods.values() if m.name in setup}
+        return {id(m) for k in self.project.mro(cls) for m in k.methods.values() if m.name in setup}
 
     def _changed_globals(self, module: ModuleInfo) -> dict[str, str]:
         key = ("globals-changed", module.name)
@@ -117,6 +120,8 @@ class StateFacts:
         found: dict[str, str] = {}
         functions = [*module.functions.values(), *(m for c in module.classes.values() for m in c.methods.values())]
         for function in functions:
+            if function.outline is not None and not function.outline.declares_global:
+                continue  # nothing to find, and no reason to parse it
             declared: set[str] = set()
             # `if _ctx is None: _ctx = make()` fills a global once (lazy initialization, a
             # memo): it never flips between replays, so those writes are no state changes.

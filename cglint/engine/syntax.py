@@ -173,52 +173,6 @@ def identifiers(node: cst.CSTNode) -> frozenset:
     return frozenset(found)
 
 
-def identifiers_by_function(text: str) -> Optional[dict]:
-    """{"f": names, "Class.method": names} for a module's top-level functions and methods.
-
-    Uses the standard `ast` module: several times faster than a libcst walk, and this
-    only decides which functions are worth the engine's (much slower) ordered walk.
-    None when `ast` cannot parse the text (a newer grammar than the running Python).
-    """
-    import ast
-
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    result: dict = {}
-
-    def names_in(node) -> set:
-        found = set()
-        for sub in ast.walk(node):
-            if isinstance(sub, ast.Name):
-                found.add(sub.id)
-            elif isinstance(sub, ast.Attribute):
-                found.add(sub.attr)
-        return found
-
-    def add(key: str, node) -> None:
-        result[key] = result.get(key, frozenset()) | names_in(node)
-
-    def top_level(body):
-        for stmt in body:
-            if isinstance(stmt, (ast.If, ast.Try, ast.With)):  # as the project index looks through them
-                yield from top_level(stmt.body + getattr(stmt, "orelse", []) + getattr(stmt, "finalbody", []))
-                for handler in getattr(stmt, "handlers", []):
-                    yield from top_level(handler.body)
-            else:
-                yield stmt
-
-    for stmt in top_level(tree.body):
-        if isinstance(stmt, ast.ClassDef):
-            for member in top_level(stmt.body):
-                if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    add(f"{stmt.name}.{member.name}", member)
-        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            add(stmt.name, stmt)
-    return result
-
-
 def calls_in(statements) -> Iterator[cst.Call]:
     """Every call in these statements (nested definitions excluded), in source order."""
     for stmt in statements:
