@@ -308,7 +308,10 @@ class _PiecePositions:
         span = positions.get(node)  # type: ignore[attr-defined]
         if span is None:
             return None
-        return CodeRange(CodePosition(span.start.line + offset, span.start.column), CodePosition(span.end.line + offset, span.end.column))
+        start, end = span.start.line + offset, span.end.line + offset
+        if self._piece.start_lines is not None:  # a skeleton, shorter than the source
+            start, end = self._piece.start_lines[start - 1], self._piece.end_lines[end - 1]
+        return CodeRange(CodePosition(start, span.start.column), CodePosition(end, span.end.column))
 
 
 def _findings(hits: list["RawHit"], checked: set[Path], fixable: Optional[dict] = None) -> list[Finding]:

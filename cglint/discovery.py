@@ -34,16 +34,19 @@ def relative_to(path: Path, root: Path) -> str:
 def matches(path: Path, pattern: str, root: Path) -> bool:
     """Whether an exclude or per-file-ignores pattern names `path` (by file name, by its
     path below `root`, or as a folder holding it)."""
-    relative = relative_to(path, root)
+    return _matches(path.name, relative_to(path, root), pattern)
+
+
+def _matches(name: str, relative: str, pattern: str) -> bool:
     return (
-        fnmatch.fnmatch(path.name, pattern)
+        fnmatch.fnmatch(name, pattern)
         or fnmatch.fnmatch(relative, pattern)
         or fnmatch.fnmatch(relative, pattern.rstrip("/") + "/*")
     )
 
 
-def _excluded(path: Path, patterns: Iterable[str], root: Path) -> bool:
-    return any(matches(path, pattern, root) for pattern in patterns)
+def _excluded(name: str, relative: str, patterns: Iterable[str]) -> bool:
+    return any(_matches(name, relative, pattern) for pattern in patterns)
 
 
 def discover(paths: Iterable[Path], excludes: list[str], root: Path, force_exclude: bool = False) -> tuple[list[Path], list[Path]]:
@@ -57,10 +60,14 @@ def discover(paths: Iterable[Path], excludes: list[str], root: Path, force_exclu
         if path.is_dir():
             for folder, dirs, files in os.walk(path, followlinks=False):
                 base = Path(folder)
-                dirs[:] = sorted(d for d in dirs if not _excluded(base / d, excludes, root))
+                # Resolved once per folder: resolving every file costs a system call per
+                # path component, and a file is matched by the path it was found at.
+                below = relative_to(base, root)
+                inside = below + "/" if below not in ("", ".") else ""
+                dirs[:] = sorted(d for d in dirs if not _excluded(d, inside + d, excludes))
                 for name in sorted(files):
                     candidate = base / name
-                    if name.endswith(".py") and not _excluded(candidate, excludes, root):
+                    if name.endswith(".py") and not _excluded(name, inside + name, excludes):
                         if candidate.is_file():
                             found.setdefault(candidate, None)
                         elif _unreadable_link(candidate):
@@ -69,7 +76,7 @@ def discover(paths: Iterable[Path], excludes: list[str], root: Path, force_exclu
             missing.append(path)
         elif path.exists():
             # A file named explicitly is checked even if excluded, unless --force-exclude.
-            if not (force_exclude and _excluded(path, excludes, root)):
+            if not (force_exclude and _excluded(path.name, relative_to(path, root), excludes)):
                 found.setdefault(path, None)
         else:
             missing.append(path)

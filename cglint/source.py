@@ -8,6 +8,7 @@ import io
 import os
 import sys
 import tokenize
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Union
@@ -100,10 +101,12 @@ def _encoding_error(data: bytes, reason: str) -> SourceError:
     return SourceError("CG001", f"cannot decode file: {reason}")
 
 
-def parse(text: str) -> Union["cst.Module", SourceError]:
+def parse(text: str, cpython_accepts: bool = False) -> Union["cst.Module", SourceError]:
+    """libcst's tree of `text`. `cpython_accepts`: CPython's parser has accepted the text
+    (or the file it was cut from), so it cannot be nested too deeply."""
     import libcst as cst  # loaded only for files that need it
 
-    too_deep = _too_deep(text)
+    too_deep = None if cpython_accepts else _too_deep(text)
     if too_deep is not None:
         return too_deep
     try:
@@ -130,6 +133,15 @@ def _too_deep(text: str) -> Optional[SourceError]:
     stack and kill the process, and long chains of unary operators exhaust memory. Such
     input never reaches it. Costs about a tenth of a libcst parse.
     """
+    tree = cpython_tree(text)
+    if isinstance(tree, SourceError) and (tree.message == _TOO_DEEP or any(words in tree.message for words in _NESTING)):
+        return tree
+    return None
+
+
+def cpython_tree(text: str) -> Union[ast.Module, SourceError]:
+    """The `ast` tree of `text`, parsed with CPython's default limits whatever the
+    recursion limit of the caller: a tree it gives is safe to hand to libcst."""
     # CPython scales its parser's depth limit with the recursion limit, which the checker
     # raises to walk deep trees: measure with the default headroom from the current depth.
     limit = sys.getrecursionlimit()
@@ -137,17 +149,17 @@ def _too_deep(text: str) -> Optional[SourceError]:
     try:
         if limit > wanted:
             sys.setrecursionlimit(wanted)
-        compile(text, "<file>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        with warnings.catch_warnings():  # invalid escapes and the like are not ours to report
+            warnings.simplefilter("ignore")
+            return ast.parse(text)
     except (RecursionError, MemoryError):
         return SourceError("CG002", _TOO_DEEP)
     except SyntaxError as exc:
-        if any(words in (exc.msg or "") for words in _NESTING):
-            return SourceError("CG002", f"syntax error: {exc.msg}", line=max(exc.lineno or 1, 1), column=max(exc.offset or 1, 1))
-    except ValueError:  # null bytes: libcst reports them
-        pass
+        return SourceError("CG002", f"syntax error: {exc.msg}", line=max(exc.lineno or 1, 1), column=max(exc.offset or 1, 1))
+    except ValueError as exc:  # null bytes: libcst reports them
+        return SourceError("CG002", f"cannot parse file: {exc}")
     finally:
         sys.setrecursionlimit(limit)
-    return None
 
 
 _DEFAULT_HEADROOM = 1000  # Python's default recursion limit
@@ -163,7 +175,9 @@ def _frame_depth() -> int:
 def syntax_check(text: str) -> Optional[SourceError]:
     """A cheap syntax check (CPython's parser) for files that are never parsed with libcst."""
     try:
-        compile(text, "<file>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        with warnings.catch_warnings():  # invalid escapes and the like are not ours to report
+            warnings.simplefilter("ignore")
+            compile(text, "<file>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
         return None
     except SyntaxError as exc:
         error = SourceError("CG002", f"syntax error: {exc.msg}", line=max(exc.lineno or 1, 1), column=max(exc.offset or 1, 1))

@@ -14,7 +14,10 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Iterator, Optional
+
+from cglint import source
 
 # Statements the project index looks through for definitions (`if TYPE_CHECKING:`, `try:`).
 _BLOCKS = (ast.If, ast.Try, ast.TryStar, ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While)
@@ -23,31 +26,70 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 _LINE = re.compile(r"[^\n]*\n|[^\n]+$")
 
 
-@dataclass
+@dataclass(eq=False)
 class DefOutline:
     qualname: str  # "f" or "Class.method"
     line: int  # the line of `def` (or `async`), after any decorators
     indented: bool
     end_line: int
     blanked: bool  # the body's lines are empty in the skeleton
-    names: frozenset  # names and attribute names used anywhere in the function
-    stored_attrs: frozenset  # attribute names assigned anywhere in it (`self.x = ...`)
-    self_calls: Optional[frozenset]  # methods called on the first parameter outside nested scopes
-    declares_global: bool
+    node: ast.AST = field(repr=False)
+
+    # Facts about the function, each found by one `ast` pass when first asked for.
+    @cached_property
+    def names(self) -> frozenset:
+        """Names and attribute names used anywhere in the function."""
+        return self._facts[0]
+
+    @cached_property
+    def stored_attrs(self) -> frozenset:
+        """Attribute names assigned anywhere in it (`self.x = ...`)."""
+        return self._facts[1]
+
+    @cached_property
+    def declares_global(self) -> bool:
+        return self._facts[2]
+
+    @cached_property
+    def self_calls(self) -> Optional[frozenset]:
+        """Methods called on the first parameter outside nested scopes (None: no parameter)."""
+        return _self_calls(self.node)
+
+    @cached_property
+    def _facts(self) -> tuple[frozenset, frozenset, bool]:
+        names, stored, declares = set(), set(), False
+        stack = [self.node]
+        while stack:  # ast.walk, without its generators: this runs over every function of a module
+            sub = stack.pop()
+            kind = type(sub)
+            if kind is ast.Name:
+                names.add(sub.id)  # type: ignore[attr-defined]
+                continue
+            if kind is ast.Attribute:
+                names.add(sub.attr)  # type: ignore[attr-defined]
+                if type(sub.ctx) is ast.Store:  # type: ignore[attr-defined]
+                    stored.add(sub.attr)  # type: ignore[attr-defined]
+            elif kind is ast.Global:
+                declares = True
+            for name in sub._fields:
+                value = getattr(sub, name, None)
+                if type(value) is list:
+                    stack.extend(v for v in value if isinstance(v, ast.AST))
+                elif isinstance(value, ast.AST) and not isinstance(value, ast.expr_context):
+                    stack.append(value)
+        return frozenset(names), frozenset(stored), declares
 
 
 @dataclass
 class Outline:
     defs: list[DefOutline]  # in source order, as the index meets them
-    starts: list[int]  # first line of each top-level statement
     skeleton: str
+    starts: list[int]  # the skeleton's line on which each top-level statement starts
+    # The source line of each skeleton line: where a node starts, and where it ends (a
+    # blanked body's `...` line starts on the body's first line and ends on its last).
+    start_lines: list[int] = field(repr=False)
+    end_lines: list[int] = field(repr=False)
     lines: list[str] = field(repr=False)
-
-    def names_by_qualname(self) -> dict[str, frozenset]:
-        result: dict[str, frozenset] = {}
-        for d in self.defs:
-            result[d.qualname] = result.get(d.qualname, frozenset()) | d.names
-        return result
 
     def function_source(self, d: DefOutline) -> tuple[str, int]:
         """The source of one function (without its decorators) and the line before its
@@ -67,9 +109,8 @@ def outline_of(text: str) -> Optional[Outline]:
     module is then parsed whole, as before."""
     if "\f" in text or ("\r" in text and "\r" in text.replace("\r\n", "")):
         return None
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = source.cpython_tree(text)  # parsed within CPython's limits: safe for libcst's parser
+    if not isinstance(tree, ast.Module):
         return None
     lines = _LINE.findall(text)
     defs: list[DefOutline] = []
@@ -81,26 +122,25 @@ def outline_of(text: str) -> Optional[Outline]:
         blanked = not prefix.strip()  # the body starts a line of its own
         if blanked:
             blank.append((first.lineno, node.end_lineno or first.lineno, prefix.decode("utf-8", "replace")))
-        defs.append(
-            DefOutline(
-                qualname=qualname,
-                line=node.lineno,
-                indented=node.col_offset > 0,
-                end_line=node.end_lineno or node.lineno,
-                blanked=blanked,
-                names=_names(node),
-                stored_attrs=_stored_attrs(node),
-                self_calls=_self_calls(node),
-                declares_global=any(isinstance(n, ast.Global) for n in ast.walk(node)),
-            )
-        )
-    skeleton = list(lines)
-    for first, last, indent in blank:
-        skeleton[first - 1] = indent + "...\n"
-        for index in range(first, min(last, len(skeleton))):
-            skeleton[index] = "\n"
-    starts = [stmt.lineno for stmt in tree.body]
-    return Outline(defs, starts, "".join(skeleton), lines)
+        defs.append(DefOutline(qualname, node.lineno, node.col_offset > 0, node.end_lineno or node.lineno, blanked, node))
+    skeleton, start_lines, end_lines = [], [], []
+    at = 0  # index of the next source line
+    for first, last, indent in sorted(blank):
+        skeleton += lines[at : first - 1]
+        start_lines += range(at + 1, first)
+        end_lines += range(at + 1, first)
+        # One line in place of the body: libcst builds a node for every empty line, and
+        # keeping the line count would cost more than the rest of the skeleton.
+        skeleton.append(indent + "...\n")
+        start_lines.append(first)
+        end_lines.append(last)
+        at = last
+    skeleton += lines[at:]
+    start_lines += range(at + 1, len(lines) + 1)
+    end_lines += range(at + 1, len(lines) + 1)
+    row = {line: index + 1 for index, line in enumerate(start_lines)}
+    starts = [row[stmt.lineno] for stmt in tree.body]
+    return Outline(defs, "".join(skeleton), starts, start_lines, end_lines, lines)
 
 
 def _top_level(body: list) -> Iterator[ast.stmt]:
@@ -121,20 +161,6 @@ def _definitions(tree: ast.Module) -> Iterator[tuple[str, ast.AST]]:
                     yield f"{stmt.name}.{member.name}", member
         elif isinstance(stmt, _DEFS):
             yield stmt.name, stmt
-
-
-def _names(node: ast.AST) -> frozenset:
-    found = set()
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Name):
-            found.add(sub.id)
-        elif isinstance(sub, ast.Attribute):
-            found.add(sub.attr)
-    return frozenset(found)
-
-
-def _stored_attrs(node: ast.AST) -> frozenset:
-    return frozenset(n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store))
 
 
 def _self_calls(node) -> Optional[frozenset]:

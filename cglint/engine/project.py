@@ -154,7 +154,7 @@ class ModuleInfo:
         """Parse one function whose body the skeleton left out."""
         assert self.outline is not None and function.outline is not None and function.header is not None
         text, offset = self.outline.function_source(function.outline)
-        tree = source.parse(text)
+        tree = source.parse(text, cpython_accepts=True)
         if isinstance(tree, source.SourceError):
             # libcst cannot parse this function alone though `ast` could: report it, walk nothing.
             if self.on_error is not None:
@@ -195,12 +195,14 @@ Definition = Union[FunctionInfo, ClassInfo, ModuleInfo]
 
 @dataclass(eq=False)
 class Piece:
-    """A parsed tree holding some of a module's nodes, with the source line on which each
-    of its top-level statements starts (None where unknown: positions then come from the
-    tree alone, which then is the whole module)."""
+    """A parsed tree holding some of a module's nodes, with the line on which each of its
+    top-level statements starts (None where unknown: positions then come from the tree
+    alone, which then is the whole module)."""
 
     tree: cst.Module
     starts: Optional[list[int]]
+    start_lines: Optional[list[int]] = None  # the source line of each of the tree's lines
+    end_lines: Optional[list[int]] = None  # ... where a node ends (see Outline)
 
 
 def _self_writes(method: FunctionInfo) -> Iterator[AttrWrite]:
@@ -247,6 +249,7 @@ class Project:
         self._only_capturing = False
         self._no_capture: set[Path] = set()
         self._files: dict[tuple[Path, str], Optional[Path]] = {}
+        self._lookups: dict[tuple[Optional[Path], str], Optional[ModuleInfo]] = {}  # memo of module()
         self.sources: dict[Path, str] = {}  # text of every checked file, for whole-project searches
         self.find_constructions: Optional[Callable[[ClassInfo], list]] = None
 
@@ -280,6 +283,7 @@ class Project:
         root = root.resolve()
         if root not in self.roots:
             self.roots.append(root)
+            self._lookups.clear()  # a name not found may be found under the new root
 
     def module_for_path(self, path: Path, text: Optional[str] = None) -> Optional[ModuleInfo]:
         path = path.resolve()
@@ -312,7 +316,7 @@ class Project:
         or, where `ast` cannot outline it (or --fix needs whole trees), from a whole parse."""
         outline = outline_of(file.text)
         if outline is not None and not self.whole_modules:
-            skeleton = source.parse(outline.skeleton)
+            skeleton = source.parse(outline.skeleton, cpython_accepts=True)
             if not isinstance(skeleton, source.SourceError):
                 module = ModuleInfo(name, file, skeleton, is_package, root, outline=outline, on_error=self._on_error)
                 if _index(module, outline, lazy=True):
@@ -357,12 +361,17 @@ class Project:
 
     def module(self, name: str, near: Optional[ModuleInfo] = None) -> Optional[ModuleInfo]:
         """The module `name`, looked up first beside `near` (as Python finds a script's siblings)."""
-        roots = ([near.root] if near is not None else []) + [r for r in self.roots if near is None or r != near.root]
-        for root in roots:
+        key = (near.root if near is not None else None, name)
+        if key in self._lookups:
+            return self._lookups[key]
+        found = None
+        for root in ([near.root] if near is not None else []) + [r for r in self.roots if near is None or r != near.root]:
             found = self._in_root(root, name)
             if found is not None:
-                return found
-        return None
+                break
+        if found is not None or not self._only_capturing:  # a miss while discovering is not final
+            self._lookups[key] = found
+        return found
 
     def _locate(self, root: Path, name: str) -> Optional[Path]:
         """The file of module `name` under `root` (a filesystem fact, looked up once)."""
@@ -514,7 +523,13 @@ def _index(module: ModuleInfo, outline: Optional[Outline], lazy: bool) -> bool:
         return False
     if outlines is not None and next(outlines, None) is not None:
         return False
-    module.pieces.append(Piece(module.tree, _aligned_starts(module.tree, outline.starts) if outline is not None else None))
+    if outline is None:
+        module.pieces.append(Piece(module.tree, None))
+    elif lazy:  # the skeleton: its lines map to the source's
+        module.pieces.append(Piece(module.tree, _aligned_starts(module.tree, outline.starts), outline.start_lines, outline.end_lines))
+    else:
+        source_starts = [outline.start_lines[line - 1] for line in outline.starts]
+        module.pieces.append(Piece(module.tree, _aligned_starts(module.tree, source_starts)))
     return True
 
 

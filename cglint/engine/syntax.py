@@ -27,28 +27,40 @@ _TRIVIA = (
     cst.AssignEqual,
     cst.ImportStar,
 )
+# Fields that only ever hold trivia, skipped without looking at their values.
+_TRIVIA_FIELDS = {"lpar", "rpar", "comma", "leading_lines", "lines_after_decorators", "header", "footer"}
 _FIELDS: dict[type, tuple[str, ...]] = {}
+_CODE: dict[type, bool] = {}  # node type -> holds code (isinstance on libcst's ABCs is slow)
 
 
 def _child_fields(node_type: type) -> tuple[str, ...]:
     names = _FIELDS.get(node_type)
     if names is None:
-        names = tuple(f.name for f in fields(node_type)) if is_dataclass(node_type) else ()
+        names = tuple(
+            f.name for f in fields(node_type) if f.name not in _TRIVIA_FIELDS and "whitespace" not in f.name
+        ) if is_dataclass(node_type) else ()
         _FIELDS[node_type] = names
     return names
+
+
+def _holds_code(kind: type) -> bool:
+    found = _CODE.get(kind)
+    if found is None:
+        found = _CODE[kind] = issubclass(kind, cst.CSTNode) and not issubclass(kind, _TRIVIA)
+    return found
 
 
 def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Direct child nodes that can hold code, in source order."""
     for name in _child_fields(type(node)):
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
-            if not isinstance(value, _TRIVIA):
-                yield value
-        elif isinstance(value, (tuple, list)):
+        kind = type(value)
+        if kind is tuple or kind is list:
             for item in value:
-                if isinstance(item, cst.CSTNode) and not isinstance(item, _TRIVIA):
+                if _holds_code(type(item)):
                     yield item
+        elif _holds_code(kind):
+            yield value
 
 
 def descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
