@@ -355,6 +355,12 @@ TRICKY = textwrap.dedent(
     """
             return s.strip()
 
+    def wrap(f):
+        @functools.wraps(f)
+        def inner(*args):
+            return f(*args)
+        return inner
+
     if TYPE_CHECKING:
         def g(): ...
     elif FLAG:

@@ -117,11 +117,19 @@ def outline_of(text: str) -> Optional[Outline]:
     blank: list[tuple[int, int, str]] = []  # (first body line, last line, indentation)
     for qualname, node in _definitions(tree):
         first = node.body[0]
-        line_text = lines[first.lineno - 1] if first.lineno <= len(lines) else ""
-        prefix = line_text.encode("utf-8")[: first.col_offset]
-        blanked = not prefix.strip()  # the body starts a line of its own
+        decorators = getattr(first, "decorator_list", None)
+        if decorators:  # a decorated nested def or class starts at its first `@`, a line of its own
+            start = min(d.lineno for d in decorators)
+            line_text = lines[start - 1] if start <= len(lines) else ""
+            prefix = line_text[: len(line_text) - len(line_text.lstrip())].encode("utf-8")
+            blanked = line_text.lstrip().startswith("@")  # else some odd spelling: keep the body
+        else:
+            start = first.lineno
+            line_text = lines[start - 1] if start <= len(lines) else ""
+            prefix = line_text.encode("utf-8")[: first.col_offset]
+            blanked = not prefix.strip()  # the body starts a line of its own
         if blanked:
-            blank.append((first.lineno, node.end_lineno or first.lineno, prefix.decode("utf-8", "replace")))
+            blank.append((start, node.end_lineno or start, prefix.decode("utf-8", "replace")))
         defs.append(DefOutline(qualname, node.lineno, node.col_offset > 0, node.end_lineno or node.lineno, blanked, node))
     skeleton, start_lines, end_lines = [], [], []
     at = 0  # index of the next source line
