@@ -23,7 +23,7 @@ from cglint.engine.captures import Capture, TraceStep
 from cglint.engine.project import FunctionInfo, ModuleInfo, Project
 from cglint.engine.scope import Scope, initial_env
 from cglint.engine.state import StateFacts
-from cglint.engine.syntax import call_method, code_of, descendants, identifiers
+from cglint.engine.syntax import call_method, called_names, code_of, descendants, identifiers
 from cglint.engine.values import TENSOR, Value
 from cglint.engine.walk import Mode, Walker
 from cglint.rule import CAPTURE, REGION, REPLAY, Hit, Rule
@@ -129,8 +129,14 @@ class Engine:
         # From the `ast` outline where there is one: looking at names must not parse bodies.
         return function.outline.names if function.outline is not None else identifiers(function.node)
 
+    def _called(self, function: FunctionInfo) -> frozenset:
+        """What the function calls or is decorated with, by last name. Every capture form is
+        a call (`torch.cuda.graph(g)`, `g.replay()`, `helper()`), and torch's own code says
+        `graph` everywhere without calling it (`gm.graph`): names alone would walk it all."""
+        return function.outline.called if function.outline is not None else called_names(function.node)
+
     def defer(self, function: FunctionInfo, env: dict[str, Value]) -> None:
-        self._deferred.setdefault(id(function.node), (function, env))
+        self._deferred.setdefault(function.key, (function, env))
 
     def _resolve_deferred(self) -> None:
         """Walk again, with every module available, the functions whose capture targets need them."""
@@ -180,9 +186,9 @@ class Engine:
         for cls in module.classes.values():
             functions.extend(cls.methods.values())
         for function in functions:
-            # Walking a function costs far more than looking at its names: only functions that
-            # name a capture form, replay() or a capture helper can start a region.
-            if not (self._identifiers(function) & self._names):
+            # Walking a function costs far more than looking at its calls: only functions that
+            # call a capture form, replay() or a capture helper can start a region.
+            if not (self._called(function) & self._names):
                 continue
             self.discover(function, initial_env(self.project, function))
             decorator = captures.compile_decorator(function, Scope(self.project, function))
@@ -190,9 +196,9 @@ class Engine:
                 self.capture_callables(function, decorator.decorator, "torch.compile", [function], tensor_args=True)
 
     def discover(self, function: FunctionInfo, env: dict[str, Value]) -> None:
-        if id(function.node) in self._discovered:
+        if function.key in self._discovered:
             return
-        self._discovered.add(id(function.node))
+        self._discovered.add(function.key)
         Walker(self, function, env, Mode.DISCOVER).run()
 
     def _configured_captures(self, modules: list[ModuleInfo]) -> None:
@@ -251,15 +257,15 @@ class Engine:
         capture.targets = tuple(dict.fromkeys(capture.targets + tuple(targets)))
 
     def note_yield_in_region(self, function: FunctionInfo) -> None:
-        self._yields.add(id(function.node))
+        self._yields.add(function.key)
 
     def note_parameter_call(self, function: FunctionInfo, param: str) -> None:
-        self._param_calls.setdefault(id(function.node), set()).add(param)
+        self._param_calls.setdefault(function.key, set()).add(param)
 
     def note_host_write(self, function: FunctionInfo, target: cst.BaseExpression, after_capture: bool) -> None:
         """Remember names and attributes assigned outside regions (state that may change between replays)."""
         if isinstance(target, cst.Name):
-            key = ("name", id(function.node), target.value)
+            key = ("name", function.key, target.value)
         elif isinstance(target, cst.Attribute):
             key = ("attr", target.attr.value)
         else:
@@ -277,7 +283,7 @@ class Engine:
 
     def replay_receivers(self, function: FunctionInfo) -> list:
         """The graph expressions a function replays (`g`, `self.graphs[bs]`)."""
-        return self.project.cached(("replays", id(function.node)), lambda: [
+        return self.project.cached(("replays", function.key), lambda: [
             call_method(n)[0] for n in descendants(function.node)  # type: ignore[index]
             if isinstance(n, cst.Call) and captures.capture_method(n) == "replay"
         ], [])  # type: ignore[return-value]
@@ -303,17 +309,17 @@ class Engine:
         return self._constructions.get(id(cls), [])
 
     def note_replay(self, function: FunctionInfo) -> None:
-        self._replayers[id(function.node)] = function
+        self._replayers[function.key] = function
 
     def note_call(self, callee: FunctionInfo, caller: FunctionInfo, call: cst.Call) -> None:
         """Remember who calls a project function (rules ask what the callers do around the call)."""
-        sites = self._callers.setdefault(id(callee.node), [])
+        sites = self._callers.setdefault(callee.key, [])
         if all(c is not call for _, c in sites):
             sites.append((caller, call))
 
     def callers(self, function: FunctionInfo) -> list:
         """(caller, call) pairs seen while discovering; callers in modules never parsed are missing."""
-        return list(self._callers.get(id(function.node), ()))
+        return list(self._callers.get(function.key, ()))
 
     def note_region_attribute(self, cls, attr: str) -> None:
         self._region_attrs.setdefault(id(cls.node), set()).add(attr)
@@ -335,14 +341,14 @@ class Engine:
         return list(self._captures.values())
 
     def blocks(self, function: FunctionInfo) -> Blocks:
-        key = id(function.node)
+        key = function.key
         if key not in self._blocks:
             self._blocks[key] = Blocks(function.body)
         return self._blocks[key]
 
     def helper(self, function: FunctionInfo) -> Helper:
         """Whether calling `function` captures something (detected, or named in the configuration)."""
-        key = id(function.node)
+        key = function.key
         if key in self._helpers:
             return self._helpers[key]
         self._helpers[key] = Helper()  # recursion guard
@@ -390,7 +396,7 @@ class Engine:
         return any(c.function is function for c in self._captures.values())
 
     def calls_replay(self, function: FunctionInfo) -> bool:
-        return id(function.node) in self._replayers
+        return function.key in self._replayers
 
     def replay_follows(self, function: FunctionInfo, statement: Optional[cst.CSTNode]) -> bool:
         index, replays, loops = self._statement_order(function)
@@ -402,7 +408,7 @@ class Engine:
         return any(start <= position <= end and any(start <= r <= end for r in replays) for start, end in loops)
 
     def _statement_order(self, function: FunctionInfo) -> tuple:
-        key = id(function.node)
+        key = function.key
         if key not in self._order:
             index: dict[int, int] = {}
             replays: list[int] = []
@@ -424,9 +430,9 @@ class Engine:
         return self._order[key]
 
     def _replay_candidates(self) -> list[FunctionInfo]:
-        found = {id(c.function.node): c.function for c in self._captures.values() if c.function is not None}
+        found = {c.function.key: c.function for c in self._captures.values() if c.function is not None}
         if self.capture_rules:
-            found.update((id(c.host.node), c.host) for c in self._captures.values() if c.host is not None)
+            found.update((c.host.key, c.host) for c in self._captures.values() if c.host is not None)
         found.update(self._replayers)
         return list(found.values())
 
@@ -491,4 +497,4 @@ def _device_kernel(function: FunctionInfo) -> bool:
 
 def _job_key(function: FunctionInfo, args: dict[str, Value]) -> tuple:
     signature = tuple(sorted((name, v.kind.value, v.random, v.tag, tuple(map(id, v.targets)), v.data, id(v.origin.call) if v.origin else 0) for name, v in args.items()))
-    return ("call", id(function.node), signature)
+    return ("call", function.key, signature)

@@ -42,6 +42,11 @@ class DefOutline:
         return self._facts[0]
 
     @cached_property
+    def called(self) -> frozenset:
+        """Names of what the function calls or is decorated with (`graph` in `torch.cuda.graph(g)`)."""
+        return self._facts[3]
+
+    @cached_property
     def stored_attrs(self) -> frozenset:
         """Attribute names assigned anywhere in it (`self.x = ...`)."""
         return self._facts[1]
@@ -56,8 +61,10 @@ class DefOutline:
         return _self_calls(self.node)
 
     @cached_property
-    def _facts(self) -> tuple[frozenset, frozenset, bool]:
-        names, stored, declares = set(), set(), False
+    def _facts(self) -> tuple[frozenset, frozenset, bool, frozenset]:
+        names, stored, declares, called = set(), set(), False, set()
+        for decorator in self.node.decorator_list:  # type: ignore[attr-defined]
+            called.add(_last_name(decorator.func if isinstance(decorator, ast.Call) else decorator))
         stack = [self.node]
         while stack:  # ast.walk, without its generators: this runs over every function of a module
             sub = stack.pop()
@@ -69,6 +76,8 @@ class DefOutline:
                 names.add(sub.attr)  # type: ignore[attr-defined]
                 if type(sub.ctx) is ast.Store:  # type: ignore[attr-defined]
                     stored.add(sub.attr)  # type: ignore[attr-defined]
+            elif kind is ast.Call:
+                called.add(_last_name(sub.func))  # type: ignore[attr-defined]
             elif kind is ast.Global:
                 declares = True
             for name in sub._fields:
@@ -77,7 +86,13 @@ class DefOutline:
                     stack.extend(v for v in value if isinstance(v, ast.AST))
                 elif isinstance(value, ast.AST) and not isinstance(value, ast.expr_context):
                     stack.append(value)
-        return frozenset(names), frozenset(stored), declares
+        return frozenset(names), frozenset(stored), declares, frozenset(called)
+
+
+def _last_name(expr: ast.AST) -> str:
+    if isinstance(expr, ast.Attribute):
+        return expr.attr
+    return expr.id if isinstance(expr, ast.Name) else ""
 
 
 @dataclass

@@ -57,6 +57,11 @@ class FunctionInfo:
         return self._node
 
     @property
+    def key(self) -> int:
+        """Identifies the function without parsing its body (facts about it are kept by key)."""
+        return id(self.header) if self.header is not None else id(self.node)
+
+    @property
     def decorators(self) -> Sequence[cst.Decorator]:
         """The decorators (kept in the skeleton: a lazily parsed body starts at `def`)."""
         node = self.header if self.header is not None else self.node
@@ -64,9 +69,10 @@ class FunctionInfo:
 
     @property
     def params(self) -> list[cst.Param]:
-        if isinstance(self.node, cst.Module):
+        node = self.header if self.header is not None else self.node  # the skeleton has the signature
+        if isinstance(node, cst.Module):
             return []
-        p = self.node.params
+        p = node.params
         return [*p.posonly_params, *p.params, *p.kwonly_params]
 
     @property

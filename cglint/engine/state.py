@@ -59,7 +59,7 @@ class StateFacts:
     def _changed_between_replays(self, expr: cst.BaseExpression, scope: "Scope") -> Optional[str]:
         """Assigned after the capture or in the replay loop (a script's `flag = ...; g.replay()`)."""
         if isinstance(expr, cst.Name):
-            key: tuple = ("name", id(scope.function.node), expr.value)
+            key: tuple = ("name", scope.function.key, expr.value)
         elif isinstance(expr, cst.Attribute) and evaluate(expr.value, scope).kind in (Kind.OBJECT, Kind.UNKNOWN):
             key = ("attr", expr.attr.value)
         else:

@@ -185,6 +185,22 @@ def identifiers(node: cst.CSTNode) -> frozenset:
     return frozenset(found)
 
 
+def called_names(node: cst.CSTNode) -> frozenset:
+    """The last name of everything called or used as a decorator below `node`, nested
+    definitions included (`graph` for `torch.cuda.graph(g)`)."""
+    found = set()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, (cst.Call, cst.Decorator)):
+            target = current.func if isinstance(current, cst.Call) else current.decorator
+            if isinstance(target, cst.Call):
+                target = target.func
+            found.add(target.attr.value if isinstance(target, cst.Attribute) else getattr(target, "value", ""))
+        stack.extend(children(current))
+    return frozenset(n for n in found if isinstance(n, str))
+
+
 def calls_in(statements) -> Iterator[cst.Call]:
     """Every call in these statements (nested definitions excluded), in source order."""
     for stmt in statements:
