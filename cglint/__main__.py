@@ -1,3 +1,3 @@
-from cglint.cli import main
-import sys
-sys.exit(main())
+from cglint.cli import run
+
+run()

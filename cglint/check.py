@@ -199,6 +199,12 @@ def _deep_stack(function, *args):
     return value
 
 
+# Freeing the trees of a large run, object by object, takes a second or more. A command-line
+# run that is about to exit sets this to keep them, and exits without freeing them (cli.run).
+KEEP_TREES = False
+_kept: list = []
+
+
 def _run_engine(*args) -> list[Finding]:
     # Parsing and walking allocate many short-lived objects and no cycles worth collecting:
     # the collector's passes over the growing trees cost a tenth of the run.
@@ -236,6 +242,8 @@ def _engine_findings(texts, entry, roots, checked, config, codes, diagnostics, h
         engine.discover_modules(modules, helpers)
     hits = engine.run()
     also_read += project.attempted_paths()  # parsed, or reported as unparsable
+    if KEEP_TREES:
+        _kept.append(project)
     return _findings(hits, checked, fixable)
 
 
