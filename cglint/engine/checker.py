@@ -365,6 +365,11 @@ class Engine:
         self._helpers[key] = helper
         return helper
 
+    def may_capture(self, function: FunctionInfo) -> bool:
+        """Whether a call of `function` can capture: it calls a capture form or helper (or is
+        configured as one). Most calls fail this test, and their callees are never walked."""
+        return bool(self._called(function) & self._names) or self._is_configured(function)
+
     def _is_configured(self, function: FunctionInfo) -> bool:
         names = {function.qualname, f"{function.module.name}.{function.qualname}", function.name}
         return bool(names & self.capture_functions)

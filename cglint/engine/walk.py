@@ -343,6 +343,8 @@ class Walker:
                 args = {name: evaluate(expr, self.scope) for name, expr in self.arguments(function, node, bound)}
                 self.engine.note_construction(function.cls, args)
             self.engine.note_call(function, self.function, node)
+            if not self.engine.may_capture(function):
+                continue
             helper = self.engine.helper(function)
             if helper.callable_params:
                 exprs = [arg for param, arg in self.arguments(function, node, True) if param in helper.callable_params]
