@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gc
+import os
 from functools import lru_cache
 import traceback
 from dataclasses import dataclass, field
@@ -50,7 +51,7 @@ def check_paths(
 
     folder = config.root / cache.CACHE_DIR
     settings = {"config": vars(config), "codes": sorted(codes or ()), "missing": missing, "cwd": Path.cwd()}
-    key = cache.run_key([p.resolve() for p in files], settings)
+    key = cache.run_key([Path(os.path.abspath(p)) for p in files], settings)
     hit = cache.load(folder, key)
     if hit is not None:
         return CheckResult(hit[0], hit[1])

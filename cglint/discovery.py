@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
+from functools import lru_cache
 from pathlib import Path
 from typing import Iterable
 
@@ -34,19 +36,24 @@ def relative_to(path: Path, root: Path) -> str:
 def matches(path: Path, pattern: str, root: Path) -> bool:
     """Whether an exclude or per-file-ignores pattern names `path` (by file name, by its
     path below `root`, or as a folder holding it)."""
-    return _matches(path.name, relative_to(path, root), pattern)
+    return _excluded(path.name, relative_to(path, root), (pattern,))
 
 
-def _matches(name: str, relative: str, pattern: str) -> bool:
-    return (
-        fnmatch.fnmatch(name, pattern)
-        or fnmatch.fnmatch(relative, pattern)
-        or fnmatch.fnmatch(relative, pattern.rstrip("/") + "/*")
-    )
+@lru_cache(maxsize=64)
+def _compiled(patterns: tuple[str, ...]) -> tuple[re.Pattern, re.Pattern]:
+    """The patterns as one expression for whole names, one for folders holding a path
+    (one match per path instead of three fnmatch calls per pattern)."""
+    whole = "|".join(fnmatch.translate(p) for p in patterns)
+    folders = "|".join(fnmatch.translate(p.rstrip("/") + "/*") for p in patterns)
+    return re.compile(whole), re.compile(folders)
 
 
 def _excluded(name: str, relative: str, patterns: Iterable[str]) -> bool:
-    return any(_matches(name, relative, pattern) for pattern in patterns)
+    patterns = tuple(patterns)
+    if not patterns:
+        return False
+    whole, folders = _compiled(patterns)
+    return bool(whole.match(name) or whole.match(relative) or folders.match(relative))
 
 
 def discover(paths: Iterable[Path], excludes: list[str], root: Path, force_exclude: bool = False) -> tuple[list[Path], list[Path]]:

@@ -14,7 +14,6 @@ import json
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
 from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Optional, Union
 
 if TYPE_CHECKING:
@@ -162,7 +161,9 @@ def _placeholders(text: str) -> str:
 def gpu_evidence() -> dict:
     """rules/gpu-evidence.json, written by bench/gpu_evidence.py on a GPU ({} if absent)."""
     try:
-        return json.loads(resources.files("cglint.rules").joinpath("gpu-evidence.json").read_text("utf-8"))
+        from cglint.catalogue import data_file
+
+        return json.loads(data_file("gpu-evidence.json").read_text("utf-8"))
     except (OSError, ModuleNotFoundError, ValueError):
         return {}
 

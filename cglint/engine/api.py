@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from importlib import resources
 from types import SimpleNamespace
 
 from cglint.tomlread import toml
@@ -16,7 +15,9 @@ def _freeze(table: dict) -> SimpleNamespace:
 
 @lru_cache(maxsize=None)
 def tables() -> SimpleNamespace:
-    data = toml.loads(resources.files("cglint.rules").joinpath("torch_api.toml").read_text("utf-8"))
+    from cglint.catalogue import data_file
+
+    data = toml.loads(data_file("torch_api.toml").read_text("utf-8"))
     fixed = {"objects": dict(data["objects"])}
     # Every other table (the engine's and the rules' symbol lists) is a namespace of frozensets.
     return SimpleNamespace(**fixed, **{name: _freeze(table) for name, table in data.items() if name not in fixed})
