@@ -403,3 +403,35 @@ def test_positions_by_statement_equal_whole_module_positions(tmp_path, newline):
                     assert type(a) is type(b)
                     if a in expected:
                         assert lazy_positions.of(lazy, b) == expected[a], (index, name, type(a).__name__)
+
+
+def test_a_function_libcst_cannot_parse_alone_is_reported_at_its_line(tmp_path, monkeypatch):
+    """CPython accepted the file, so its functions are parsed one by one; should libcst
+    refuse one of them, the error points into the file and the rest is still checked."""
+    from cglint import source
+
+    (tmp_path / "runner.py").write_text(
+        "import torch\n"
+        "\n"
+        "class Runner:\n"
+        "    def broken(self, x):\n"
+        "        return x\n"
+        "\n"
+        "    def step(self, x):\n"
+        "        return x.item()\n"
+        "\n"
+        "    def capture(self, x):\n"
+        "        g = torch.cuda.CUDAGraph()\n"
+        "        with torch.cuda.graph(g):\n"
+        "            self.broken(x)\n"
+        "            self.step(x)\n"
+    )
+    parse = source.parse
+
+    def refusing(text, cpython_accepts=False):
+        if text.startswith("if 1:\n    def broken"):
+            return source.SourceError("CG002", "syntax error: refused", line=2, column=5)
+        return parse(text, cpython_accepts)
+
+    monkeypatch.setattr(source, "parse", refusing)
+    assert where(check(tmp_path)) == {("runner.py", "CG002", 4), ("runner.py", "CG101", 8)}

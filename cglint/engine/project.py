@@ -7,6 +7,7 @@ through imports, including re-exports in `__init__.py` files.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -164,7 +165,7 @@ class ModuleInfo:
         if isinstance(tree, source.SourceError):
             # libcst cannot parse this function alone though `ast` could: report it, walk nothing.
             if self.on_error is not None:
-                self.on_error(self.file.path, tree)
+                self.on_error(self.file.path, dataclasses.replace(tree, line=tree.line + offset))
             return function.header
         self.pieces.append(Piece(tree, [offset + 1]))
         statement = tree.body[0]
