@@ -8,7 +8,7 @@ For each tree, in one run: (a) parsing every file with libcst in one process (wh
 naive libcst linter pays at least), (b) a cold `cglint check --no-cache`, (c) a warm
 `cglint check` (cache filled by a first run), (d) `cglint check` on one small file without
 and with a capture; wall time and peak memory of each, as processes. `torch` is the
-installed package's Python sources (found without importing torch); `megatron-core` is
+installed package's Python sources (found without importing torch, copied out); `megatron-core` is
 fetched with `pip download --no-deps` into a temporary folder (nothing is kept).
 `--equivalence` also compares the findings with a run that parses every file.
 """
@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -62,7 +64,15 @@ def tree_of(name: str, scratch: Path) -> Path:
         spec = importlib.util.find_spec("torch")
         if spec is None or not spec.submodule_search_locations:
             raise SystemExit("torch is not installed")
-        return Path(list(spec.submodule_search_locations)[0])
+        # Copied out of the environment: a project configuration above an environment
+        # inside a project (`.venv` excluded) would otherwise apply to it.
+        installed = Path(list(spec.submodule_search_locations)[0])
+        target = scratch / "torch-sources" / "torch"
+        for path in installed.rglob("*.py"):
+            copy = target / path.relative_to(installed)
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, copy)
+        return target
     if name == "megatron-core":
         subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(scratch), MEGATRON], check=True)
         wheel = next(scratch.glob("megatron_core-*.whl"))
@@ -98,6 +108,10 @@ def bench(name: str, scratch: Path, equivalence: bool) -> list[str]:
     cold, cold_mem = measure([*cglint, "--no-cache", str(tree)], work)
     measure([*cglint, str(tree)], work)  # fills the cache
     warm, warm_mem = measure([*cglint, str(tree)], work)
+    report = subprocess.run([*cglint[:-2], "--format", "json", str(tree)], cwd=work, capture_output=True, text=True)
+    checked = json.loads(report.stdout)["files_checked"]
+    if checked != len(files):  # an excluded tree would look very fast
+        raise SystemExit(f"{name}: cglint checked {checked} of {len(files)} files")
     plain, capture = small_files(tree)
     one_plain = measure([*cglint, "--no-cache", str(plain)], work)[0] if plain else float("nan")
     one_capture = measure([*cglint, "--no-cache", str(capture)], work)[0] if capture else float("nan")
@@ -122,6 +136,10 @@ def main() -> None:
     print()
     print("| tree | files | lines | libcst parse floor (1 process) | cold check | warm check | one file, no capture | one file, capture | peak memory |")
     print("|---|---|---|---|---|---|---|---|---|")
+    # cglint's modules as `pip install` leaves them, compiled to bytecode: a source checkout
+    # under PYTHONDONTWRITEBYTECODE would otherwise compile them again in every process.
+    package = Path(__file__).resolve().parent.parent
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(package / "cglint"), str(package / "rules")], check=True, stdout=subprocess.DEVNULL)
     with tempfile.TemporaryDirectory() as scratch:
         for name in args.trees:
             for line in bench(name, Path(scratch), args.equivalence):

@@ -4,10 +4,10 @@ libcst parses about ten times slower than `ast`, and a capture usually reaches a
 functions of a large module. The outline lists the module's top-level functions and
 methods (as the project index finds them) with their line spans and the few facts the
 engine asks about every one of them, and gives a skeleton of the source with those
-bodies blanked out. libcst parses the skeleton for the module's structure (imports,
-classes, signatures, decorators, module-level code) and each function only when the
-engine walks it. Blanked lines stay as empty lines, so the skeleton keeps every line
-number of the source.
+bodies replaced by `...`. libcst parses the skeleton for the module's structure
+(imports, classes, signatures, decorators, module-level code) and each function only
+when the engine needs it, from the function's own lines, so that its positions are
+those of the source; the skeleton's lines map back to the source's.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from typing import Iterator, Optional
 from cglint import source
 
 # Statements the project index looks through for definitions (`if TYPE_CHECKING:`, `try:`).
-_BLOCKS = (ast.If, ast.Try, ast.TryStar, ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While)
+_BLOCKS = (ast.If, ast.Try, getattr(ast, "TryStar", ast.Try), ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While)
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 _LINE = re.compile(r"[^\n]*\n|[^\n]+$")
