@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # the engine (and libcst) load only when some file can hold a
     import libcst as cst
 
     from cglint.engine.checker import RawHit
-    from cglint.engine.project import ModuleInfo
+    from cglint.engine.definitions import ModuleInfo
 
 
 @dataclass

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Optional, Union
 import libcst as cst
 
 from cglint.engine.api import tables
-from cglint.engine.project import FunctionInfo, ModuleInfo
+from cglint.engine.definitions import FunctionInfo, ModuleInfo
 from cglint.engine.syntax import call_method, code_of, keyword, positional, string_value
 from cglint.engine.values import evaluate
 

@@ -20,7 +20,8 @@ import libcst as cst
 from cglint.engine import captures
 from cglint.engine.blocks import Blocks
 from cglint.engine.captures import Capture, TraceStep
-from cglint.engine.project import FunctionInfo, ModuleInfo, Project
+from cglint.engine.definitions import FunctionInfo, ModuleInfo
+from cglint.engine.project import Project
 from cglint.engine.scope import Scope, initial_env
 from cglint.engine.state import StateFacts
 from cglint.engine.syntax import call_method, called_names, code_of, descendants, identifiers

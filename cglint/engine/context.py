@@ -8,7 +8,7 @@ import libcst as cst
 
 from cglint.engine.api import tables
 from cglint.engine.captures import Capture, capture_method
-from cglint.engine.project import ClassInfo, FunctionInfo
+from cglint.engine.definitions import ClassInfo, FunctionInfo
 from cglint.engine.scope import Scope
 from cglint.engine.syntax import call_method, descendants
 from cglint.engine.values import Kind, Value, evaluate, to_device

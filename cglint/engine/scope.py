@@ -7,7 +7,8 @@ from typing import Optional
 import libcst as cst
 
 from cglint.engine.api import tables
-from cglint.engine.project import ClassInfo, FunctionInfo, ModuleInfo, Project
+from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo
+from cglint.engine.project import Project
 from cglint.engine.values import HOST, TENSOR, UNKNOWN, Kind, Value, evaluate, join
 
 _DTYPES = frozenset(

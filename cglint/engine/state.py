@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from cglint.engine.project import ClassInfo, ModuleInfo, Project
+from cglint.engine.definitions import ClassInfo, ModuleInfo
+from cglint.engine.project import Project
 from cglint.engine.syntax import assigned_names, code_of, descendants
 from cglint.engine.values import Kind, evaluate
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import libcst as cst
 
 from cglint.engine.api import tables
-from cglint.engine.project import ClassInfo, FunctionInfo, ModuleInfo
+from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo
 from cglint.engine.syntax import call_method, keyword, positional, string_value
 
 if TYPE_CHECKING:

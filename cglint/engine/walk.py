@@ -20,7 +20,7 @@ import libcst as cst
 from cglint.engine import captures
 from cglint.engine.api import tables
 from cglint.engine.context import Context
-from cglint.engine.project import ClassInfo, FunctionInfo
+from cglint.engine.definitions import ClassInfo, FunctionInfo
 from cglint.engine.scope import Scope
 from cglint.engine.syntax import assigned_names, children, code_of, dotted_name, positional
 from cglint.engine.values import HOST, UNKNOWN, Kind, Value, evaluate

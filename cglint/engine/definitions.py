@@ -1,0 +1,233 @@
+"""What the checked project defines: modules, classes, functions, as the engine sees them.
+
+A module's `tree` is libcst's tree of its skeleton (see outline.py), or of the whole file
+where there is no skeleton; a function's body is parsed the first time it is asked for.
+Every tree that holds some of a module's nodes is one of its pieces, which is how
+positions are found for them.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator, Optional, Sequence, Union
+
+import libcst as cst
+
+from cglint import source
+from cglint.engine.outline import DefOutline, Outline
+from cglint.engine.syntax import assigned_names, descendants, dotted_name
+
+
+class FunctionInfo:
+    """A function or method. Its body is parsed with libcst the first time `node` is asked
+    for: most functions of a module are never walked."""
+
+    def __init__(
+        self,
+        module: "ModuleInfo",
+        node: Optional[Union[cst.FunctionDef, cst.Lambda, cst.Module]],
+        name: str,
+        qualname: str,  # "Model.forward", "<module>", "<lambda>"
+        cls: Optional["ClassInfo"] = None,
+        parent: Optional["FunctionInfo"] = None,  # the enclosing function of a nested def
+        header: Optional[cst.FunctionDef] = None,  # the definition as the module's skeleton has it
+        outline: Optional[DefOutline] = None,
+    ):
+        self.module = module
+        self._node = node
+        self.name = name
+        self.qualname = qualname
+        self.cls = cls
+        self.parent = parent
+        self.header = header
+        self.outline = outline
+        self._writes: Optional[list[AttrWrite]] = None
+
+    def __repr__(self) -> str:
+        return f"<function {self.module.name}.{self.qualname}>"
+
+    @property
+    def node(self) -> Union[cst.FunctionDef, cst.Lambda, cst.Module]:
+        if self._node is None:
+            self._node = self.module.parse_function(self)
+        return self._node
+
+    @property
+    def key(self) -> int:
+        """Identifies the function without parsing its body (facts about it are kept by key)."""
+        return id(self.header) if self.header is not None else id(self.node)
+
+    @property
+    def decorators(self) -> Sequence[cst.Decorator]:
+        """The decorators (kept in the skeleton: a lazily parsed body starts at `def`)."""
+        node = self.header if self.header is not None else self.node
+        return node.decorators if isinstance(node, cst.FunctionDef) else ()
+
+    @property
+    def params(self) -> list[cst.Param]:
+        node = self.header if self.header is not None else self.node  # the skeleton has the signature
+        if isinstance(node, cst.Module):
+            return []
+        p = node.params
+        return [*p.posonly_params, *p.params, *p.kwonly_params]
+
+    @property
+    def is_method(self) -> bool:
+        return self.cls is not None and not any(dotted_name(d.decorator) == "staticmethod" for d in self.decorators)
+
+    @property
+    def body(self) -> list[cst.CSTNode]:
+        node = self.node
+        if isinstance(node, cst.Module):
+            return list(node.body)
+        if isinstance(node, cst.Lambda):
+            return [node.body]
+        if isinstance(node.body, cst.IndentedBlock):
+            return list(node.body.body)
+        return list(node.body.body)  # a one-line `def f(): return x`
+
+    def self_writes(self) -> list["AttrWrite"]:
+        if self._writes is None:
+            self._writes = list(_self_writes(self))
+        return self._writes
+
+
+@dataclass(eq=False, repr=False)
+class ClassInfo:
+    module: "ModuleInfo"
+    node: cst.ClassDef
+    name: str
+    methods: dict[str, FunctionInfo] = field(default_factory=dict)
+    _attrs: Optional[dict[str, list["AttrWrite"]]] = None  # by attribute, as asked
+
+    def __repr__(self) -> str:
+        return f"<class {self.qualname}>"
+
+    @property
+    def qualname(self) -> str:
+        return f"{self.module.name}.{self.name}"
+
+    def attr_writes(self, attr: str) -> list["AttrWrite"]:
+        """Every `self.<attr> = ...` / `self.<attr> += ...` in the class's methods; only the
+        methods that `ast` saw assign such an attribute are parsed."""
+        if self._attrs is None:
+            self._attrs = {}
+        if attr not in self._attrs:
+            self._attrs[attr] = [
+                write
+                for method in self.methods.values()
+                if method.outline is None or attr in method.outline.stored_attrs
+                for write in method.self_writes()
+                if write.attr == attr
+            ]
+        return self._attrs[attr]
+
+
+@dataclass(frozen=True)
+class AttrWrite:
+    attr: str
+    method: FunctionInfo
+    value: Optional[cst.BaseExpression]  # None for augmented assignment
+    augmented: bool
+    node: cst.CSTNode
+
+
+@dataclass(eq=False, repr=False)
+class ModuleInfo:
+    name: str
+    file: source.SourceFile
+    tree: cst.Module
+    is_package: bool
+    root: Path  # the folder imports of this module resolve from first
+    imports: dict[str, str] = field(default_factory=dict)  # local name -> qualified name
+    functions: dict[str, FunctionInfo] = field(default_factory=dict)
+    classes: dict[str, ClassInfo] = field(default_factory=dict)
+    globals: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)
+    # Where `tree` is the skeleton, the outline that made it; the parsed trees that hold
+    # this module's nodes (the skeleton or whole module first, then functions as parsed).
+    outline: Optional[Outline] = None
+    pieces: list["Piece"] = field(default_factory=list)
+    on_error: Optional[Callable[[Path, source.SourceError], None]] = None
+
+    def __repr__(self) -> str:
+        return f"<module {self.name}>"
+
+    def parse_function(self, function: FunctionInfo) -> cst.FunctionDef:
+        """Parse one function whose body the skeleton left out."""
+        assert self.outline is not None and function.outline is not None and function.header is not None
+        text, offset = self.outline.function_source(function.outline)
+        tree = source.parse(text, cpython_accepts=True)
+        if isinstance(tree, source.SourceError):
+            # libcst cannot parse this function alone though `ast` could: report it, walk nothing.
+            if self.on_error is not None:
+                self.on_error(self.file.path, dataclasses.replace(tree, line=tree.line + offset))
+            return function.header
+        self.pieces.append(Piece(tree, [offset + 1]))
+        statement = tree.body[0]
+        if function.outline.indented:  # under the `if 1:` that lets it parse in place
+            statement = statement.body.body[0]  # type: ignore[attr-defined]
+        return statement  # type: ignore[return-value]
+
+    @property
+    def display(self) -> str:
+        return self.file.display
+
+    _body: Optional[FunctionInfo] = None
+
+    @property
+    def body_function(self) -> FunctionInfo:
+        """The module's top-level code, walked like a function body."""
+        if self._body is None:
+            self._body = FunctionInfo(self, self.tree, "<module>", "<module>")
+        return self._body
+
+    def absolute(self, relative_level: int, module: Optional[str]) -> str:
+        """Resolve `from ..x import` against this module's package."""
+        package = self.name if self.is_package else self.name.rpartition(".")[0]
+        parts = package.split(".") if package else []
+        if relative_level > 1:
+            parts = parts[: len(parts) - (relative_level - 1)]
+        if module:
+            parts.append(module)
+        return ".".join(p for p in parts if p)
+
+
+Definition = Union[FunctionInfo, ClassInfo, ModuleInfo]
+
+
+@dataclass(eq=False)
+class Piece:
+    """A parsed tree holding some of a module's nodes, with the line on which each of its
+    top-level statements starts (None where unknown: positions then come from the tree
+    alone, which then is the whole module)."""
+
+    tree: cst.Module
+    starts: Optional[list[int]]
+    start_lines: Optional[list[int]] = None  # the source line of each of the tree's lines
+    end_lines: Optional[list[int]] = None  # ... where a node ends (see Outline)
+
+
+def _self_writes(method: FunctionInfo) -> Iterator[AttrWrite]:
+    if not method.params or not isinstance(method.node, cst.FunctionDef):
+        return
+    self_name = method.params[0].name.value
+    for node in descendants(method.node.body):
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                for leaf in assigned_names(target.target):
+                    attr = _self_attr(leaf, self_name)
+                    if attr:
+                        yield AttrWrite(attr, method, node.value, False, node)
+        elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+            attr = _self_attr(node.target, self_name)
+            if attr:
+                augmented = isinstance(node, cst.AugAssign)
+                yield AttrWrite(attr, method, None if augmented else node.value, augmented, node)
+
+
+def _self_attr(target: cst.BaseExpression, self_name: str) -> Optional[str]:
+    if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name):
+        if target.value.value == self_name:
+            return target.attr.value
+    return None
