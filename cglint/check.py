@@ -98,7 +98,8 @@ def check_files(
     fixable: dict = {}
     # Files not parsed up front only need a syntax check, which can run in other processes
     # while this one runs the engine; files the engine parses after all report their own errors.
-    others = {p: t for p, t in texts.items() if p not in set(entry)}
+    entered = set(entry)
+    others = {p: t for p, t in texts.items() if p not in entered}
     syntax = _SyntaxChecks(others, jobs if entry else 1)
     if entry:
         findings = _deep_stack(

@@ -94,9 +94,15 @@ def module_name_for(path: Path) -> tuple[str, Path, bool]:
     """(dotted module name, import root, is package) from the __init__.py files around `path`."""
     path = path.resolve()
     is_package = path.name == "__init__.py"
-    parts = [] if is_package else [path.stem]
-    folder = path.parent
-    while (folder / "__init__.py").is_file() and folder.parent != folder:
-        parts.append(folder.name)
-        folder = folder.parent
-    return ".".join(reversed(parts)), folder, is_package
+    package, root = _package_of(path.parent)
+    parts = [p for p in (package, "" if is_package else path.stem) if p]
+    return ".".join(parts), root, is_package
+
+
+@lru_cache(maxsize=4096)
+def _package_of(folder: Path) -> tuple[str, Path]:
+    """(dotted package name, import root) of a folder: looked up once per folder, not per file."""
+    if not (folder / "__init__.py").is_file() or folder.parent == folder:
+        return "", folder
+    package, root = _package_of(folder.parent)
+    return (f"{package}.{folder.name}" if package else folder.name), root

@@ -130,6 +130,12 @@ class Engine:
         # From the `ast` outline where there is one: looking at names must not parse bodies.
         return function.outline.names if function.outline is not None else identifiers(function.node)
 
+    def _calls_capturing(self, function: FunctionInfo) -> bool:
+        """Whether the function calls a capture form, replay() or a capture helper."""
+        if function.outline is not None and not function.outline.mentions(self._names):
+            return False  # not even in its text
+        return bool(self._called(function) & self._names)
+
     def _called(self, function: FunctionInfo) -> frozenset:
         """What the function calls or is decorated with, by last name. Every capture form is
         a call (`torch.cuda.graph(g)`, `g.replay()`, `helper()`), and torch's own code says
@@ -189,7 +195,7 @@ class Engine:
         for function in functions:
             # Walking a function costs far more than looking at its calls: only functions that
             # call a capture form, replay() or a capture helper can start a region.
-            if not (self._called(function) & self._names):
+            if not self._calls_capturing(function):
                 continue
             self.discover(function, initial_env(self.project, function))
             decorator = captures.compile_decorator(function, Scope(self.project, function))
@@ -369,7 +375,7 @@ class Engine:
     def may_capture(self, function: FunctionInfo) -> bool:
         """Whether a call of `function` can capture: it calls a capture form or helper (or is
         configured as one). Most calls fail this test, and their callees are never walked."""
-        return bool(self._called(function) & self._names) or self._is_configured(function)
+        return self._calls_capturing(function) or self._is_configured(function)
 
     def _is_configured(self, function: FunctionInfo) -> bool:
         names = {function.qualname, f"{function.module.name}.{function.qualname}", function.name}

@@ -39,7 +39,10 @@ class Project:
         self._only_capturing = False
         self._no_capture: set[Path] = set()
         self._files: dict[tuple[Path, str], Optional[Path]] = {}
-        self._lookups: dict[tuple[Optional[Path], str], Optional[ModuleInfo]] = {}  # memo of module()
+        # Memos of module(): one for answers with every module available, one for answers
+        # while discovering, when modules without a capture form count as absent.
+        self._lookups: dict[tuple[Optional[Path], str], Optional[ModuleInfo]] = {}
+        self._capturing_lookups: dict[tuple[Optional[Path], str], Optional[ModuleInfo]] = {}
         self.sources: dict[Path, str] = {}  # text of every checked file, for whole-project searches
         self.find_constructions: Optional[Callable[[ClassInfo], list]] = None
 
@@ -52,6 +55,7 @@ class Project:
     def only_capturing(self, value: bool) -> None:
         self._only_capturing = value
         self._cache.clear()  # facts derived with modules left out must not outlive discovery
+        self._capturing_lookups.clear()
 
     @contextmanager
     def loading_everything(self) -> Iterator[None]:
@@ -61,6 +65,7 @@ class Project:
             yield
         finally:
             self._only_capturing = saved
+            self._capturing_lookups.clear()  # modules skipped before may be parsed now
 
     def cached(self, key: object, compute: Callable[[], object], pending: object) -> object:
         """Memoise a derived fact; `pending` answers recursive requests while it is computed."""
@@ -74,6 +79,7 @@ class Project:
         if root not in self.roots:
             self.roots.append(root)
             self._lookups.clear()  # a name not found may be found under the new root
+            self._capturing_lookups.clear()
 
     def module_for_path(self, path: Path, text: Optional[str] = None) -> Optional[ModuleInfo]:
         path = path.resolve()
@@ -134,13 +140,17 @@ class Project:
         key = (near.root if near is not None else None, name)
         if key in self._lookups:
             return self._lookups[key]
+        if self._only_capturing and key in self._capturing_lookups:
+            return self._capturing_lookups[key]
         found = None
         for root in ([near.root] if near is not None else []) + [r for r in self.roots if near is None or r != near.root]:
             found = self._in_root(root, name)
             if found is not None:
                 break
-        if found is not None or not self._only_capturing:  # a miss while discovering is not final
+        if found is not None or not self._only_capturing:
             self._lookups[key] = found
+        else:  # a miss while discovering holds only until modules are loaded for other reasons
+            self._capturing_lookups[key] = found
         return found
 
     def _locate(self, root: Path, name: str) -> Optional[Path]:
