@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Iterable, Optional
 from cglint import catalogue, source, suppress
 from cglint.config import Config
 from cglint.discovery import discover, matches, module_name_for, relative_to
-from cglint.engine.prefilter import CAPTURE_TOKENS, mentions
+from cglint.engine.prefilter import CAPTURE_TOKENS, mentions, names_any
 from cglint.findings import Finding, Region
 
 if TYPE_CHECKING:  # the engine (and libcst) load only when some file can hold a capture
@@ -229,7 +229,7 @@ def _engine_findings(texts, entry, roots, checked, config, codes, diagnostics, h
         given = {path.resolve(): text for path, text in sources.items()}
         load = project.module_for_path
         project.module_for_path = lambda path, text=None: load(path, given.get(path.resolve()) if text is None else text)  # type: ignore[method-assign]
-    for root in roots:
+    for root in dict.fromkeys(roots):
         project.add_root(root)
     rules = [rule() for rule in catalogue.rule_classes() if rule.code in codes and rule.scope != "runtime"]
     engine = Engine(project, rules, config.capture_functions, config.captured, on_error=lambda m, e: _internal(diagnostics, m, e))
@@ -237,15 +237,16 @@ def _engine_findings(texts, entry, roots, checked, config, codes, diagnostics, h
     engine.discover_modules(modules)
     helpers = engine.helper_names() - helper_names
     if helpers:
+        entered, named = set(entry), names_any(helpers)
         modules += [
             m for p, text in texts.items()
-            if p not in entry and mentions(text, helpers) and (m := project.module_for_path(p, text)) is not None
+            if p not in entered and named.search(text) and (m := project.module_for_path(p, text)) is not None
         ]
         engine.discover_modules(modules, helpers)
     hits = engine.run()
     also_read += project.attempted_paths()  # parsed, or reported as unparsable
     if KEEP_TREES:
-        _kept.append(project)
+        _kept.append(engine)
     return _findings(hits, checked, fixable)
 
 
