@@ -139,6 +139,7 @@ class _SyntaxChecks:
     def __init__(self, texts: dict[Path, str], jobs: int):
         self._texts = texts
         self._futures: list = []
+        self._batches: list = []
         self._pool = None
         paths = sorted(texts)
         if jobs > 1 and len(paths) >= 64:
@@ -147,12 +148,17 @@ class _SyntaxChecks:
 
             context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
             self._pool = ProcessPoolExecutor(max_workers=jobs - 1, mp_context=context)
-            chunk = max(len(paths) // (4 * (jobs - 1)), 16)
-            self._futures = [self._pool.submit(_syntax_error_batch, paths[i : i + chunk]) for i in range(0, len(paths), chunk)]
+            # Small batches: whatever the workers have not started when the engine is done,
+            # this process checks itself.
+            chunk = 32
+            self._batches = [paths[i : i + chunk] for i in range(0, len(paths), chunk)]
+            self._futures = [self._pool.submit(_syntax_error_batch, batch) for batch in self._batches]
 
     def results(self, exclude: set[Path]) -> list[Finding]:
         if self._pool is not None:
-            pairs = [pair for future in self._futures for pair in future.result()]
+            left = [batch for batch, future in zip(self._batches, self._futures) if future.cancel()]
+            pairs = [pair for future in self._futures if not future.cancelled() for pair in future.result()]
+            pairs += [pair for batch in left for pair in _syntax_error_batch(batch)]
             self._pool.shutdown()
         else:
             pairs = [(p, e) for p, t in self._texts.items() if p.resolve() not in exclude and (e := source.syntax_check(t))]
@@ -215,6 +221,8 @@ def _run_engine(*args) -> list[Finding]:
     try:
         return _engine_findings(*args)
     finally:
+        if KEEP_TREES:
+            gc.freeze()  # kept until exit: a collection would only walk them (most of a second on torch)
         if was_enabled:
             gc.enable()
 
@@ -240,7 +248,8 @@ def _engine_findings(texts, entry, roots, checked, config, codes, diagnostics, h
         entered, named = set(entry), names_any(helpers)
         modules += [
             m for p, text in texts.items()
-            if p not in entered and named.search(text) and (m := project.module_for_path(p, text)) is not None
+            if p not in entered and mentions(text, helpers) and named.search(text)  # substrings first: faster
+            and (m := project.module_for_path(p, text)) is not None
         ]
         engine.discover_modules(modules, helpers)
     hits = engine.run()
