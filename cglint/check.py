@@ -100,7 +100,8 @@ def check_files(
     # while this one runs the engine; files the engine parses after all report their own errors.
     entered = set(entry)
     others = {p: t for p, t in texts.items() if p not in entered}
-    syntax = _SyntaxChecks(others, jobs if entry else 1)
+    # (Workers read the files again: with texts not yet on disk, this process checks them.)
+    syntax = _SyntaxChecks(others, jobs if not sources else 1)
     if entry:
         findings = _deep_stack(
             _run_engine, texts, entry, roots, checked, config, codes, diagnostics, helper_names, also_read, sources, fixable, whole_modules or not prefilter
@@ -158,7 +159,7 @@ class _SyntaxChecks:
         if self._pool is not None:
             left = [batch for batch, future in zip(self._batches, self._futures) if future.cancel()]
             pairs = [pair for future in self._futures if not future.cancelled() for pair in future.result()]
-            pairs += [pair for batch in left for pair in _syntax_error_batch(batch)]
+            pairs += [(p, e) for batch in left for p in batch if (e := source.syntax_check(self._texts[p]))]
             self._pool.shutdown()
         else:
             pairs = [(p, e) for p, t in self._texts.items() if p.resolve() not in exclude and (e := source.syntax_check(t))]
