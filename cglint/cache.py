@@ -4,9 +4,14 @@ A finding in one file can depend on another (a call from a region reaches it), s
 result is keyed by every file it read: the checked files (their paths and content
 hashes, plus cglint's version, the configuration and the selected codes form the key)
 and the other modules the engine parsed on demand (recorded with their hashes and
-re-hashed on lookup). Any change anywhere misses. Clean and dirty results are both
-stored. The cache is an optimisation only: unreadable, corrupt or read-only cache
-folders are ignored, never an error.
+re-hashed on lookup). Clean and dirty results are both stored.
+
+When files changed, the last run over the same files and settings (its footprint, see
+check.Footprint) is the next resort: if none of the changed files was read by the engine
+or answers its searches differently, the engine's findings still hold, and only the
+changed files' own read and syntax errors are found again (check.py decides). The
+cache is an optimisation only: unreadable, corrupt or read-only cache folders are
+ignored, never an error.
 """
 from __future__ import annotations
 
@@ -51,12 +56,18 @@ def _tool_signature() -> str:
     return __version__ + "\0" + "\0".join(sorted(stamps))
 
 
-def run_key(files: Iterable[Path], settings: object) -> str:
+def run_key(digests: dict[str, Optional[str]], settings: object) -> str:
+    """The key of a run over these files (path -> content digest) with these settings."""
     h = hashlib.blake2b(digest_size=16)
     h.update(f"{_tool_signature()}\0{json.dumps(settings, sort_keys=True, default=str)}\0".encode())
-    for path in files:
-        h.update(f"{path}\0{file_digest(path)}\0".encode())
+    for path, file_hash in digests.items():
+        h.update(f"{path}\0{file_hash}\0".encode())
     return h.hexdigest()
+
+
+def base_key(paths: Iterable[str], settings: object) -> str:
+    """The key of the runs over these files, whatever their contents."""
+    return "base-" + run_key(dict.fromkeys(paths, ""), settings)
 
 
 def load(folder: Path, key: str) -> Optional[tuple[list[Finding], int]]:
@@ -71,11 +82,46 @@ def load(folder: Path, key: str) -> Optional[tuple[list[Finding], int]]:
 
 
 def store(folder: Path, key: str, findings: list[Finding], files_checked: int, deps: Iterable[Path]) -> None:
-    data = {
+    _write(folder, key, {
         "deps": {str(p): file_digest(p) for p in deps},
-        "findings": [dict(f.to_json(), source=f.source) for f in findings],
+        "findings": [_record(f) for f in findings],
         "files_checked": files_checked,
-    }
+    })
+
+
+def store_base(folder: Path, key: str, digests: dict[str, Optional[str]], footprint, deps: Iterable[Path]) -> None:
+    """The footprint of a run (check.Footprint) with the digests of the files it checked
+    and of the other files the engine read."""
+    _write(folder, key, {
+        "digests": digests,
+        "deps": {str(p): file_digest(p) for p in deps},
+        "read": sorted(str(p) for p in footprint.read),
+        "tokens": sorted(footprint.tokens),
+        "helpers": sorted(footprint.helpers),
+        "searches": {text: [str(p) for p in paths] for text, paths in footprint.searches.items()},
+        "engine": [_record(f) for f in footprint.engine],
+        "per_file": {str(p): [_record(f) for f in found] for p, found in footprint.per_file.items()},
+    })
+
+
+def load_base(folder: Path, key: str) -> Optional[dict]:
+    """A stored footprint whose engine-read files outside the checked ones are unchanged."""
+    try:
+        data = json.loads((folder / f"{key}.json").read_text("utf-8"))
+        if any(file_digest(Path(path)) != expected for path, expected in data["deps"].items()):
+            return None
+        data["engine"] = [_finding(f) for f in data["engine"]]
+        data["per_file"] = {path: [_finding(f) for f in found] for path, found in data["per_file"].items()}
+        return data
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _record(finding: Finding) -> dict:
+    return dict(finding.to_json(), source=finding.source)
+
+
+def _write(folder: Path, key: str, data: dict) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         ignore = folder / ".gitignore"

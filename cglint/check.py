@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Iterable, Optional
 
 from cglint import catalogue, source, suppress
 from cglint.config import Config
-from cglint.discovery import discover, matches, module_name_for, relative_to
+from cglint.discovery import discover, matches, module_name_for, relative_to, resolved
 from cglint.engine.prefilter import CAPTURE_TOKENS, mentions, names_any
 from cglint.findings import Finding, Region
 
@@ -23,12 +23,35 @@ if TYPE_CHECKING:  # the engine (and libcst) load only when some file can hold a
 
 
 @dataclass
+class Footprint:
+    """What the engine's findings depend on besides the files it read: a later run in which
+    only other files changed, none of them answering these searches differently, can reuse
+    them (cache.py)."""
+
+    read: set[str]  # every file the engine parsed or tried to, resolved
+    tokens: frozenset  # the byte scan that picks the files parsed up front
+    helpers: frozenset  # capture helpers found, looked for by name in every file
+    searches: dict[str, list[str]]  # texts looked for in every file -> the files that had them
+    engine: list[Finding]  # the run's findings that came from the engine
+    per_file: dict[str, list[Finding]]  # the rest (read and syntax errors), by absolute path
+
+
+@dataclass
 class CheckResult:
     findings: list[Finding] = field(default_factory=list)
     files_checked: int = 0
     also_read: list[Path] = field(default_factory=list)  # modules outside the checked files that calls reached
     # The engine's hit behind each finding of a rule that can fix it (what --fix works from).
     hits: dict = field(default_factory=dict, repr=False, compare=False)
+    footprint: Optional[Footprint] = field(default=None, repr=False, compare=False)
+
+
+@dataclass
+class _EngineRun:
+    findings: list[Finding] = field(default_factory=list)
+    read: list[Path] = field(default_factory=list)  # parsed, or reported as unparsable
+    helpers: frozenset = frozenset()
+    searches: dict[str, list[Path]] = field(default_factory=dict)
 
 
 def display_path(path: Path) -> str:
@@ -51,13 +74,62 @@ def check_paths(
 
     folder = config.root / cache.CACHE_DIR
     settings = {"config": vars(config), "codes": sorted(codes or ()), "missing": missing, "cwd": Path.cwd()}
-    key = cache.run_key([Path(os.path.abspath(p)) for p in files], settings)
+    digests = {os.path.abspath(p): cache.file_digest(p) for p in files}
+    key = cache.run_key(digests, settings)
     hit = cache.load(folder, key)
     if hit is not None:
         return CheckResult(hit[0], hit[1])
-    result = check_files(files, config, codes, missing, jobs=jobs)
+    base = cache.base_key(digests, settings)
+    previous = cache.load_base(folder, base)
+    result = _reuse(previous, files, digests, config, codes, missing) if previous is not None else None
+    if result is None:
+        result = check_files(files, config, codes, missing, jobs=jobs)
     cache.store(folder, key, result.findings, result.files_checked, result.also_read)
+    if result.footprint is not None:
+        cache.store_base(folder, base, digests, result.footprint, result.also_read)
     return result
+
+
+def _reuse(previous: dict, files: list[Path], digests: dict, config: Config, codes: Optional[set[str]], missing: list[Path]) -> Optional[CheckResult]:
+    """The previous run's result over the same files, if no file that changed since could
+    change what the engine found; the changed files' own read and syntax errors are new."""
+    codes = _codes(config) if codes is None else codes
+    read, tokens, helpers = set(previous["read"]), previous["tokens"], previous["helpers"]
+    named = names_any(helpers) if helpers else None
+    searches = {text: set(paths) for text, paths in previous["searches"].items()}
+    per_file = dict(previous["per_file"])
+    for path in files:
+        given = os.path.abspath(path)
+        if previous["digests"].get(given, "") == digests[given]:
+            continue
+        if str(resolved(path)) in read:
+            return None  # the engine read it: its findings may change
+        loaded = source.load(path, display_path(path))
+        text = loaded.text if isinstance(loaded, source.SourceFile) and not suppress.skips_file(loaded.text) else ""
+        if mentions(text, tokens) or (named is not None and named.search(text)):
+            return None  # the engine would read it now
+        if any((needle in text) != (given in paths) for needle, paths in searches.items()):
+            return None  # a search over every file would answer differently
+        if isinstance(loaded, source.SourceError):
+            found = [_diagnostic(display_path(path), loaded)]
+        else:
+            error = source.syntax_check(text) if text else None
+            found = [_diagnostic(display_path(path), error)] if error else []
+        per_file[given] = _reported(found, codes, config)
+    engine = previous["engine"]
+    lost = _reported([_diagnostic(display_path(p), _missing(p)) for p in missing], codes, config)
+    result = sorted(set(engine + [f for found in per_file.values() for f in found] + lost), key=lambda f: f.sort_key)
+    footprint = Footprint(read, frozenset(tokens), frozenset(helpers), previous["searches"], engine, {p: f for p, f in per_file.items() if f})
+    return CheckResult(result, len(files), [Path(p) for p in previous["deps"]], footprint=footprint)
+
+
+def _codes(config: Config) -> set[str]:
+    return catalogue.selected(config.select, config.ignore) | catalogue.expand(config.extend_select)
+
+
+def _reported(found: list[Finding], codes: set[str], config: Config) -> list[Finding]:
+    """The findings of selected codes (the tool's own diagnostics always) not ignored for their file."""
+    return [f for f in found if (f.code in codes or f.code in catalogue.TOOL_DIAGNOSTICS) and not _ignored(f, config)]
 
 
 def check_files(
@@ -73,16 +145,17 @@ def check_files(
     """Check `files`; `sources` gives the text of files that are not (or not yet) on disk.
     `prefilter=False` parses every file whole up front (the reference the fast path must
     equal); `whole_modules` parses whole every module it parses (what --fix rewrites)."""
-    codes = catalogue.selected(config.select, config.ignore) | catalogue.expand(config.extend_select) if codes is None else codes
+    codes = _codes(config) if codes is None else codes
     diagnostics: list[Finding] = [_diagnostic(display_path(p), _missing(p)) for p in missing]
     checked = {p.resolve() for p in files}
     texts: dict[Path, str] = {}
     roots: list[Path] = []
+    per_file: dict[Path, list[Finding]] = {}  # read and syntax errors, by file
     for path in files:
         given = (sources or {}).get(path)
         loaded = source.SourceFile(path, display_path(path), given) if given is not None else source.load(path, display_path(path))
         if isinstance(loaded, source.SourceError):
-            diagnostics.append(_diagnostic(display_path(path), loaded))
+            per_file[path] = [_diagnostic(display_path(path), loaded)]
             continue
         if suppress.skips_file(loaded.text):
             continue
@@ -92,9 +165,8 @@ def check_files(
     # Only files that can hold a capture are parsed up front; everything they reach is
     # parsed on demand, and the rest is never parsed (most of a large tree).
     helper_names = set(config.capture_functions) | {name.rsplit(".", 1)[-1] for name in config.captured}
-    entry = [p for p, text in texts.items() if not prefilter or mentions(text, CAPTURE_TOKENS | helper_names)]
-    findings: list[Finding] = []
-    also_read: list[Path] = []
+    tokens = CAPTURE_TOKENS | helper_names
+    entry = [p for p, text in texts.items() if not prefilter or mentions(text, tokens)]
     fixable: dict = {}
     # Files not parsed up front only need a syntax check, which can run in other processes
     # while this one runs the engine; files the engine parses after all report their own errors.
@@ -102,16 +174,23 @@ def check_files(
     others = {p: t for p, t in texts.items() if p not in entered}
     # (Workers read the files again: with texts not yet on disk, this process checks them.)
     syntax = _SyntaxChecks(others, jobs if not sources else 1)
+    engine_diagnostics: list[Finding] = []  # about modules the engine parsed
+    run = _EngineRun()
     if entry:
-        findings = _deep_stack(
-            _run_engine, texts, entry, roots, checked, config, codes, diagnostics, helper_names, also_read, sources, fixable, whole_modules or not prefilter
+        run = _deep_stack(
+            _run_engine, texts, entry, roots, checked, config, codes, engine_diagnostics, helper_names, sources, fixable, whole_modules or not prefilter
         )
-    diagnostics += syntax.results(exclude=set(also_read))
-    also_read = [p for p in also_read if p not in checked]
-    result = [f for f in findings + diagnostics if f.code in codes or f.code in catalogue.TOOL_DIAGNOSTICS]
-    result = [f for f in result if not _ignored(f, config)]
+    read = {p.resolve() for p in run.read} | {p.resolve() for p in entry}
+    for path, error in syntax.results(exclude=read):
+        per_file.setdefault(path, []).append(error)
+    engine = _reported(run.findings + engine_diagnostics, codes, config)
+    per_file = {path: _reported(found, codes, config) for path, found in per_file.items()}
+    result = engine + [f for found in per_file.values() for f in found] + _reported(diagnostics, codes, config)
     result = sorted(set(result), key=lambda f: f.sort_key)
-    return CheckResult(result, len(files), also_read, {f: fixable[f] for f in result if f in fixable})
+    searches = {text: [os.path.abspath(p) for p in paths] for text, paths in run.searches.items()}
+    footprint = Footprint({str(p) for p in read}, frozenset(tokens), run.helpers, searches, engine, {os.path.abspath(p): f for p, f in per_file.items() if f})
+    also_read = [p for p in run.read if p not in checked]
+    return CheckResult(result, len(files), also_read, {f: fixable[f] for f in result if f in fixable}, footprint)
 
 
 def _missing(path: Path) -> source.SourceError:
@@ -155,7 +234,7 @@ class _SyntaxChecks:
             self._batches = [paths[i : i + chunk] for i in range(0, len(paths), chunk)]
             self._futures = [self._pool.submit(_syntax_error_batch, batch) for batch in self._batches]
 
-    def results(self, exclude: set[Path]) -> list[Finding]:
+    def results(self, exclude: set[Path]) -> list[tuple[Path, Finding]]:
         if self._pool is not None:
             left = [batch for batch, future in zip(self._batches, self._futures) if future.cancel()]
             pairs = [pair for future in self._futures if not future.cancelled() for pair in future.result()]
@@ -163,7 +242,7 @@ class _SyntaxChecks:
             self._pool.shutdown()
         else:
             pairs = [(p, e) for p, t in self._texts.items() if p.resolve() not in exclude and (e := source.syntax_check(t))]
-        return [_diagnostic(display_path(p), e) for p, e in sorted(pairs, key=lambda pair: str(pair[0])) if p.resolve() not in exclude]
+        return [(p, _diagnostic(display_path(p), e)) for p, e in sorted(pairs, key=lambda pair: str(pair[0])) if p.resolve() not in exclude]
 
 
 # Valid code can nest deeper than Python's default recursion limit allows libcst to walk
@@ -214,7 +293,7 @@ KEEP_TREES = False
 _kept: list = []
 
 
-def _run_engine(*args) -> list[Finding]:
+def _run_engine(*args) -> _EngineRun:
     # Parsing and walking allocate many short-lived objects and no cycles worth collecting:
     # the collector's passes over the growing trees cost a tenth of the run.
     was_enabled = gc.isenabled()
@@ -228,7 +307,7 @@ def _run_engine(*args) -> list[Finding]:
             gc.enable()
 
 
-def _engine_findings(texts, entry, roots, checked, config, codes, diagnostics, helper_names, also_read, sources=None, fixable=None, whole_modules=False) -> list[Finding]:
+def _engine_findings(texts, entry, roots, checked, config, codes, diagnostics, helper_names, sources=None, fixable=None, whole_modules=False) -> _EngineRun:
     from cglint.engine.checker import Engine
     from cglint.engine.project import Project
 
@@ -254,10 +333,9 @@ def _engine_findings(texts, entry, roots, checked, config, codes, diagnostics, h
         ]
         engine.discover_modules(modules, helpers)
     hits = engine.run()
-    also_read += project.attempted_paths()  # parsed, or reported as unparsable
     if KEEP_TREES:
         _kept.append(engine)
-    return _findings(hits, checked, fixable)
+    return _EngineRun(_findings(hits, checked, fixable), project.attempted_paths(), frozenset(helpers), project.searches)
 
 
 def _internal(diagnostics: list[Finding], module: "ModuleInfo", exc: BaseException) -> None:

@@ -33,8 +33,8 @@ def project(tmp_path, monkeypatch):
 
 def test_warm_run_gives_the_same_findings_from_the_cache(project, capsys):
     cold = check_json(["run.py"], capsys)
-    entries = list((project / ".cglint_cache").glob("*.json"))
-    assert len(entries) == 1 and cold[0]["code"] == "CG102"
+    entries = sorted(p.name.startswith("base-") for p in (project / ".cglint_cache").glob("*.json"))
+    assert entries == [False, True] and cold[0]["code"] == "CG102"  # the run, and its footprint
     assert check_json(["run.py"], capsys) == cold
     assert check_json(["--no-cache", "run.py"], capsys) == cold
 
@@ -64,3 +64,61 @@ def test_corrupt_or_read_only_cache_is_ignored(project, capsys):
         assert [f["code"] for f in check_json(["run.py"], capsys)] == ["CG102"]
     finally:
         os.chmod(folder, 0o700)
+
+
+# --- a changed file the engine never read: its findings are reused, not recomputed --------
+
+HELPER = """
+import torch
+
+g = torch.cuda.CUDAGraph()
+
+def capture(fn, x):
+    with torch.cuda.graph(g):
+        fn(x)
+"""
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_project(tmp_path, {
+        "run.py": RUN,
+        "model.py": "def forward(x):\n    return x.cpu()\n",
+        "helpers.py": HELPER,
+        "data.py": "def load(path):\n    return open(path).read()\n",
+    })
+    return tmp_path
+
+
+def _engine_must_not_run(monkeypatch):
+    import cglint.check
+
+    def refuse(*args):
+        raise AssertionError("the engine ran: the previous findings should have been reused")
+
+    monkeypatch.setattr(cglint.check, "_run_engine", refuse)
+
+
+def test_editing_a_file_nothing_reads_reuses_the_engines_findings(tree, capsys, monkeypatch):
+    cold = check_json(["."], capsys)
+    assert [f["code"] for f in cold] == ["CG102"]
+    (tree / "data.py").write_text("def load(path):\n    with open(path) as f:\n        return f.read()\n")
+    _engine_must_not_run(monkeypatch)
+    assert check_json(["."], capsys) == cold
+    (tree / "data.py").write_text("def load(path:\n")  # a syntax error is still found
+    assert [f["code"] for f in check_json(["."], capsys)] == ["CG002", "CG102"]
+    monkeypatch.undo()
+    assert check_json(["--no-cache", "."], capsys) == check_json(["."], capsys)
+
+
+def test_a_changed_file_that_now_calls_a_capture_helper_is_checked_again(tree, capsys):
+    assert [f["code"] for f in check_json(["."], capsys)] == ["CG102"]
+    (tree / "data.py").write_text("from helpers import capture\n\ndef step(x):\n    return x.item()\n\ncapture(step, 1)\n")
+    assert [f["code"] for f in check_json(["."], capsys)] == ["CG101", "CG102"]
+
+
+def test_a_changed_file_that_now_captures_is_checked_again(tree, capsys):
+    assert [f["code"] for f in check_json(["."], capsys)] == ["CG102"]
+    (tree / "data.py").write_text("import torch\n\nwith torch.cuda.graph(g):\n    y = x.tolist()\n")
+    assert [(f["path"], f["code"]) for f in check_json(["."], capsys)] == [("data.py", "CG102"), ("model.py", "CG102")]

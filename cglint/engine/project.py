@@ -44,6 +44,7 @@ class Project:
         self._lookups: dict[tuple[Optional[Path], str], Optional[ModuleInfo]] = {}
         self._capturing_lookups: dict[tuple[Optional[Path], str], Optional[ModuleInfo]] = {}
         self.sources: dict[Path, str] = {}  # text of every checked file, for whole-project searches
+        self.searches: dict[str, list[Path]] = {}  # text searched for -> files that had it
         self.find_constructions: Optional[Callable[[ClassInfo], list]] = None
 
     @property
@@ -118,6 +119,7 @@ class Project:
         classes, when torch is the checked tree) would cost a parse of half the tree and
         a join of so many call sites tells nothing anyway."""
         paths = [path for path, source_text in self.sources.items() if text in source_text]
+        self.searches[text] = paths  # what the result depends on, for the cache
         if len(paths) > limit:
             return []
         found = []
