@@ -4,7 +4,8 @@ A finding in one file can depend on another (a call from a region reaches it), s
 result is keyed by every file it read: the checked files (their paths and content
 hashes, plus cglint's version, the configuration and the selected codes form the key)
 and the other modules the engine parsed on demand (recorded with their hashes and
-re-hashed on lookup). Clean and dirty results are both stored.
+re-hashed on lookup); the modules it looked for and did not find must still not exist.
+Clean and dirty results are both stored.
 
 When files changed, the last run over the same files and settings (its footprint, see
 check.Footprint) is the next resort: if none of the changed files was read by the engine
@@ -73,17 +74,17 @@ def base_key(paths: Iterable[str], settings: object) -> str:
 def load(folder: Path, key: str) -> Optional[tuple[list[Finding], int]]:
     try:
         data = json.loads((folder / f"{key}.json").read_text("utf-8"))
-        for path, expected in data["deps"].items():
-            if file_digest(Path(path)) != expected:
-                return None
+        if _stale(data):
+            return None
         return [_finding(f) for f in data["findings"]], int(data["files_checked"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def store(folder: Path, key: str, findings: list[Finding], files_checked: int, deps: Iterable[Path]) -> None:
+def store(folder: Path, key: str, findings: list[Finding], files_checked: int, deps: Iterable[Path], absent: list[str]) -> None:
     _write(folder, key, {
         "deps": {str(p): file_digest(p) for p in deps},
+        "absent": absent,
         "findings": [_record(f) for f in findings],
         "files_checked": files_checked,
     })
@@ -99,6 +100,7 @@ def store_base(folder: Path, key: str, digests: dict[str, Optional[str]], footpr
         "tokens": sorted(footprint.tokens),
         "helpers": sorted(footprint.helpers),
         "searches": {text: [str(p) for p in paths] for text, paths in footprint.searches.items()},
+        "absent": footprint.absent,
         "engine": [_record(f) for f in footprint.engine],
         "per_file": {str(p): [_record(f) for f in found] for p, found in footprint.per_file.items()},
     })
@@ -108,13 +110,21 @@ def load_base(folder: Path, key: str) -> Optional[dict]:
     """A stored footprint whose engine-read files outside the checked ones are unchanged."""
     try:
         data = json.loads((folder / f"{key}.json").read_text("utf-8"))
-        if any(file_digest(Path(path)) != expected for path, expected in data["deps"].items()):
+        if _stale(data):
             return None
         data["engine"] = [_finding(f) for f in data["engine"]]
         data["per_file"] = {path: [_finding(f) for f in found] for path, found in data["per_file"].items()}
         return data
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def _stale(data: dict) -> bool:
+    """A module the engine read outside the checked files changed, or one it looked for
+    and did not find now exists."""
+    if any(file_digest(Path(path)) != expected for path, expected in data["deps"].items()):
+        return True
+    return any(os.path.lexists(path) for path in data["absent"])
 
 
 def _record(finding: Finding) -> dict:

@@ -32,6 +32,7 @@ class Footprint:
     tokens: frozenset  # the byte scan that picks the files parsed up front
     helpers: frozenset  # capture helpers found, looked for by name in every file
     searches: dict[str, list[str]]  # texts looked for in every file -> the files that had them
+    absent: list[str]  # paths whose creation could give the engine a module it looked for
     engine: list[Finding]  # the run's findings that came from the engine
     per_file: dict[str, list[Finding]]  # the rest (read and syntax errors), by absolute path
 
@@ -45,6 +46,10 @@ class CheckResult:
     hits: dict = field(default_factory=dict, repr=False, compare=False)
     footprint: Optional[Footprint] = field(default=None, repr=False, compare=False)
 
+    @property
+    def absent(self) -> list[str]:
+        return self.footprint.absent if self.footprint is not None else []
+
 
 @dataclass
 class _EngineRun:
@@ -52,6 +57,7 @@ class _EngineRun:
     read: list[Path] = field(default_factory=list)  # parsed, or reported as unparsable
     helpers: frozenset = frozenset()
     searches: dict[str, list[Path]] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)  # modules looked for on disk, not found
 
 
 def display_path(path: Path) -> str:
@@ -84,7 +90,7 @@ def check_paths(
     result = _reuse(previous, files, digests, config, codes, missing) if previous is not None else None
     if result is None:
         result = check_files(files, config, codes, missing, jobs=jobs)
-    cache.store(folder, key, result.findings, result.files_checked, result.also_read)
+    cache.store(folder, key, result.findings, result.files_checked, result.also_read, result.absent)
     if result.footprint is not None:
         cache.store_base(folder, base, digests, result.footprint, result.also_read)
     return result
@@ -119,8 +125,28 @@ def _reuse(previous: dict, files: list[Path], digests: dict, config: Config, cod
     engine = previous["engine"]
     lost = _reported([_diagnostic(display_path(p), _missing(p)) for p in missing], codes, config)
     result = sorted(set(engine + [f for found in per_file.values() for f in found] + lost), key=lambda f: f.sort_key)
-    footprint = Footprint(read, frozenset(tokens), frozenset(helpers), previous["searches"], engine, {p: f for p, f in per_file.items() if f})
+    footprint = Footprint(read, frozenset(tokens), frozenset(helpers), previous["searches"], previous["absent"], engine, {p: f for p, f in per_file.items() if f})
     return CheckResult(result, len(files), [Path(p) for p in previous["deps"]], footprint=footprint)
+
+
+def _absent(missing: list[str]) -> list[str]:
+    """For modules looked for and not found ("root/pkg/mod"), the paths that must stay absent
+    for them to stay missing: of `mod.py` and `mod/__init__.py`, the outermost path that does
+    not exist (a few hundred paths for thousands of names: most are in folders that do not)."""
+    found: set[str] = set()
+    exists: dict[str, bool] = {}
+
+    def is_dir(path: str) -> bool:
+        if path not in exists:
+            exists[path] = os.path.isdir(path)
+        return exists[path]
+
+    for base in missing:
+        for path in (base + ".py", os.path.join(base, "__init__.py")):
+            while os.path.dirname(path) != path and not is_dir(os.path.dirname(path)):
+                path = os.path.dirname(path)
+            found.add(path)
+    return sorted(found)
 
 
 def _codes(config: Config) -> set[str]:
@@ -188,7 +214,7 @@ def check_files(
     result = engine + [f for found in per_file.values() for f in found] + _reported(diagnostics, codes, config)
     result = sorted(set(result), key=lambda f: f.sort_key)
     searches = {text: [os.path.abspath(p) for p in paths] for text, paths in run.searches.items()}
-    footprint = Footprint({str(p) for p in read}, frozenset(tokens), run.helpers, searches, engine, {os.path.abspath(p): f for p, f in per_file.items() if f})
+    footprint = Footprint({str(p) for p in read}, frozenset(tokens), run.helpers, searches, _absent(run.missing), engine, {os.path.abspath(p): f for p, f in per_file.items() if f})
     also_read = [p for p in run.read if p not in checked]
     return CheckResult(result, len(files), also_read, {f: fixable[f] for f in result if f in fixable}, footprint)
 
@@ -335,7 +361,7 @@ def _engine_findings(texts, entry, roots, checked, config, codes, diagnostics, h
     hits = engine.run()
     if KEEP_TREES:
         _kept.append(engine)
-    return _EngineRun(_findings(hits, checked, fixable), project.attempted_paths(), frozenset(helpers), project.searches)
+    return _EngineRun(_findings(hits, checked, fixable), project.attempted_paths(), frozenset(helpers), project.searches, project.missing)
 
 
 def _internal(diagnostics: list[Finding], module: "ModuleInfo", exc: BaseException) -> None:

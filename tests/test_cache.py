@@ -122,3 +122,18 @@ def test_a_changed_file_that_now_captures_is_checked_again(tree, capsys):
     assert [f["code"] for f in check_json(["."], capsys)] == ["CG102"]
     (tree / "data.py").write_text("import torch\n\nwith torch.cuda.graph(g):\n    y = x.tolist()\n")
     assert [(f["path"], f["code"]) for f in check_json(["."], capsys)] == [("data.py", "CG102"), ("model.py", "CG102")]
+
+
+def test_creating_a_module_a_checked_file_imports_invalidates(tmp_path, monkeypatch, capsys):
+    """`run.py` imports `model`, which does not exist yet: creating it must not be answered
+    from the cache, though `run.py` itself did not change."""
+    monkeypatch.chdir(tmp_path)
+    write_project(tmp_path, {"run.py": RUN})
+    assert check_json(["run.py"], capsys) == []
+    (tmp_path / "model.py").write_text("def forward(x):\n    return x.cpu()\n")
+    assert [f["code"] for f in check_json(["run.py"], capsys)] == ["CG102"]
+    (tmp_path / "model.py").unlink()
+    (tmp_path / "model").mkdir()  # a folder of that name is not a module yet...
+    assert check_json(["run.py"], capsys) == []
+    (tmp_path / "model" / "__init__.py").write_text("def forward(x):\n    return x.nonzero()\n")  # ...a package is
+    assert [f["code"] for f in check_json(["run.py"], capsys)] == ["CG105"]

@@ -45,6 +45,7 @@ class Project:
         self._capturing_lookups: dict[tuple[Optional[Path], str], Optional[ModuleInfo]] = {}
         self.sources: dict[Path, str] = {}  # text of every checked file, for whole-project searches
         self.searches: dict[str, list[Path]] = {}  # text searched for -> files that had it
+        self.missing: list[str] = []  # modules looked for on disk and not found ("root/pkg/mod")
         self.find_constructions: Optional[Callable[[ClassInfo], list]] = None
 
     @property
@@ -166,6 +167,8 @@ class Project:
                     if os.path.isfile(candidate):
                         self._files[key] = Path(candidate)
                         break
+                else:
+                    self.missing.append(base)
         return self._files[key]
 
     def _in_root(self, root: Path, name: str) -> Optional[ModuleInfo]:
