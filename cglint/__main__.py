@@ -1,3 +1,4 @@
 from cglint.cli import run
 
-run()
+if __name__ == "__main__":  # not when a worker process started by "spawn" imports it
+    run()
