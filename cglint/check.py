@@ -32,9 +32,18 @@ class Footprint:
     tokens: frozenset  # the byte scan that picks the files parsed up front
     helpers: frozenset  # capture helpers found, looked for by name in every file
     searches: dict[str, list[str]]  # texts looked for in every file -> the files that had them
-    absent: list[str]  # paths whose creation could give the engine a module it looked for
+    missing: list[str]  # modules the engine looked for on disk and did not find ("root/pkg/mod")
     engine: list[Finding]  # the run's findings that came from the engine
     per_file: dict[str, list[Finding]]  # the rest (read and syntax errors), by absolute path
+    # The paths whose creation would give the engine a module it looked for: from `missing`,
+    # and only when a cache asks (thousands of lookups on a large tree).
+    known_absent: Optional[list[str]] = None
+
+    @property
+    def absent(self) -> list[str]:
+        if self.known_absent is None:
+            self.known_absent = _absent(self.missing)
+        return self.known_absent
 
 
 @dataclass
@@ -125,7 +134,8 @@ def _reuse(previous: dict, files: list[Path], digests: dict, config: Config, cod
     engine = previous["engine"]
     lost = _reported([_diagnostic(display_path(p), _missing(p)) for p in missing], codes, config)
     result = sorted(set(engine + [f for found in per_file.values() for f in found] + lost), key=lambda f: f.sort_key)
-    footprint = Footprint(read, frozenset(tokens), frozenset(helpers), previous["searches"], previous["absent"], engine, {p: f for p, f in per_file.items() if f})
+    kept = {p: f for p, f in per_file.items() if f}
+    footprint = Footprint(read, frozenset(tokens), frozenset(helpers), previous["searches"], [], engine, kept, previous["absent"])
     return CheckResult(result, len(files), [Path(p) for p in previous["deps"]], footprint=footprint)
 
 
@@ -214,7 +224,7 @@ def check_files(
     result = engine + [f for found in per_file.values() for f in found] + _reported(diagnostics, codes, config)
     result = sorted(set(result), key=lambda f: f.sort_key)
     searches = {text: [os.path.abspath(p) for p in paths] for text, paths in run.searches.items()}
-    footprint = Footprint({str(p) for p in read}, frozenset(tokens), run.helpers, searches, _absent(run.missing), engine, {os.path.abspath(p): f for p, f in per_file.items() if f})
+    footprint = Footprint({str(p) for p in read}, frozenset(tokens), run.helpers, searches, run.missing, engine, {os.path.abspath(p): f for p, f in per_file.items() if f})
     also_read = [p for p in run.read if p not in checked]
     return CheckResult(result, len(files), also_read, {f: fixable[f] for f in result if f in fixable}, footprint)
 

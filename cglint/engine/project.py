@@ -39,6 +39,7 @@ class Project:
         self._only_capturing = False
         self._no_capture: set[Path] = set()
         self._files: dict[tuple[Path, str], Optional[Path]] = {}
+        self._listings: dict[str, frozenset] = {}
         # Memos of module(): one for answers with every module available, one for answers
         # while discovering, when modules without a capture form count as absent.
         self._lookups: dict[tuple[Optional[Path], str], Optional[ModuleInfo]] = {}
@@ -160,16 +161,34 @@ class Project:
         """The file of module `name` under `root` (a filesystem fact, looked up once)."""
         key = (root, name)
         if key not in self._files:
-            self._files[key] = None
-            if name:
-                base = os.path.join(str(root), *name.split("."))
-                for candidate in (base + ".py", os.path.join(base, "__init__.py")):
-                    if os.path.isfile(candidate):
-                        self._files[key] = Path(candidate)
-                        break
-                else:
-                    self.missing.append(base)
+            self._files[key] = self._find_file(str(root), name.split(".")) if name else None
+            if self._files[key] is None and name:
+                self.missing.append(os.path.join(str(root), *name.split(".")))
         return self._files[key]
+
+    def _find_file(self, folder: str, parts: list[str]) -> Optional[Path]:
+        # Through folder listings, read once each: a tree with many import roots looks up
+        # thousands of names (most of them other packages') under every root.
+        for part in parts[:-1]:
+            if part not in self._listing(folder):
+                return None
+            folder = os.path.join(folder, part)
+        entries, last = self._listing(folder), parts[-1]
+        if last + ".py" in entries and os.path.isfile(os.path.join(folder, last + ".py")):
+            return Path(folder, last + ".py")
+        if last in entries and "__init__.py" in self._listing(os.path.join(folder, last)):
+            return Path(folder, last, "__init__.py")
+        return None
+
+    def _listing(self, folder: str) -> frozenset:
+        found = self._listings.get(folder)
+        if found is None:
+            try:
+                found = frozenset(os.listdir(folder))
+            except OSError:  # absent, not a folder, unreadable
+                found = frozenset()
+            self._listings[folder] = found
+        return found
 
     def _in_root(self, root: Path, name: str) -> Optional[ModuleInfo]:
         key = (root, name)
