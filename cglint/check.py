@@ -14,12 +14,14 @@ from cglint.config import Config
 from cglint.discovery import discover, matches, module_name_for, relative_to, resolved
 from cglint.engine.prefilter import CAPTURE_TOKENS, mentions, names_any
 from cglint.findings import Finding, Region
+from cglint.syntax_checks import SyntaxChecks
 
 if TYPE_CHECKING:  # the engine (and libcst) load only when some file can hold a capture
     import libcst as cst
 
     from cglint.engine.checker import RawHit
     from cglint.engine.definitions import ModuleInfo
+    from cglint.engine.positions import Positions
 
 
 @dataclass
@@ -209,7 +211,7 @@ def check_files(
     entered = set(entry)
     others = {p: t for p, t in texts.items() if p not in entered}
     # (Workers read the files again: with texts not yet on disk, this process checks them.)
-    syntax = _SyntaxChecks(others, jobs if not sources else 1)
+    syntax = SyntaxChecks(others, jobs if not sources else 1)
     engine_diagnostics: list[Finding] = []  # about modules the engine parsed
     run = _EngineRun()
     if entry:
@@ -218,7 +220,7 @@ def check_files(
         )
     read = {p.resolve() for p in run.read} | {p.resolve() for p in entry}
     for path, error in syntax.results(exclude=read):
-        per_file.setdefault(path, []).append(error)
+        per_file.setdefault(path, []).append(_diagnostic(display_path(path), error))
     engine = _reported(run.findings + engine_diagnostics, codes, config)
     per_file = {path: _reported(found, codes, config) for path, found in per_file.items()}
     result = engine + [f for found in per_file.values() for f in found] + _reported(diagnostics, codes, config)
@@ -236,49 +238,6 @@ def _missing(path: Path) -> source.SourceError:
         if isinstance(error, source.SourceError):
             return error
     return source.SourceError("CG001", "no such file or directory")
-
-
-def _syntax_error_batch(paths: list[Path]) -> list[tuple[Path, source.SourceError]]:
-    found = []
-    for path in paths:
-        loaded = source.load(path, str(path))
-        if isinstance(loaded, source.SourceFile):
-            error = source.syntax_check(loaded.text)
-            if error is not None:
-                found.append((path, error))
-    return found
-
-
-class _SyntaxChecks:
-    """CG002 for files never parsed with libcst: in worker processes when `jobs` > 1."""
-
-    def __init__(self, texts: dict[Path, str], jobs: int):
-        self._texts = texts
-        self._futures: list = []
-        self._batches: list = []
-        self._pool = None
-        paths = sorted(texts)
-        if jobs > 1 and len(paths) >= 64:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
-
-            context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
-            self._pool = ProcessPoolExecutor(max_workers=jobs - 1, mp_context=context)
-            # Small batches: whatever the workers have not started when the engine is done,
-            # this process checks itself.
-            chunk = 32
-            self._batches = [paths[i : i + chunk] for i in range(0, len(paths), chunk)]
-            self._futures = [self._pool.submit(_syntax_error_batch, batch) for batch in self._batches]
-
-    def results(self, exclude: set[Path]) -> list[tuple[Path, Finding]]:
-        if self._pool is not None:
-            left = [batch for batch, future in zip(self._batches, self._futures) if future.cancel()]
-            pairs = [pair for future in self._futures if not future.cancelled() for pair in future.result()]
-            pairs += [(p, e) for batch in left for p in batch if (e := source.syntax_check(self._texts[p]))]
-            self._pool.shutdown()
-        else:
-            pairs = [(p, e) for p, t in self._texts.items() if p.resolve() not in exclude and (e := source.syntax_check(t))]
-        return [(p, _diagnostic(display_path(p), e)) for p, e in sorted(pairs, key=lambda pair: str(pair[0])) if p.resolve() not in exclude]
 
 
 # Valid code can nest deeper than Python's default recursion limit allows libcst to walk
@@ -387,76 +346,10 @@ def _diagnostic(path: str, error: source.SourceError) -> Finding:
     return Finding(path, error.line, error.column, error.line, error.column, error.code, "internal", severity, error.message, "")
 
 
-class _Positions:
-    """Line and column of nodes, resolved lazily, per top-level statement that has something
-    to report: positions come from generating code, and a 50,000-line module should not be
-    generated whole for one finding. A module's nodes live in its pieces (the skeleton, and
-    each function parsed since); CPython's parser gives each top-level statement's first line,
-    libcst gives positions inside the statement. Where the first lines are unknown (syntax
-    newer than the running Python), the whole module is resolved once instead."""
-
-    def __init__(self) -> None:
-        self._pieces: dict[int, _PiecePositions] = {}
-
-    def of(self, module: "ModuleInfo", node: "cst.CSTNode"):
-        # Functions first: they are small, hold most findings, and the skeleton is indexed last.
-        for piece in [*module.pieces[1:], *module.pieces[:1]]:
-            if id(piece) not in self._pieces:
-                self._pieces[id(piece)] = _PiecePositions(piece)
-            found = self._pieces[id(piece)].position(node)
-            if found is not None:
-                return found
-        return None
-
-
-class _PiecePositions:
-    def __init__(self, piece) -> None:
-        self._piece = piece
-        self._owner: dict[int, int] = {}  # id(node) -> index of its top-level statement
-        self._indexed = 0
-        self._resolved: dict[int, tuple[int, object]] = {}  # statement -> (line offset, positions)
-        self._whole = None
-
-    def _statement_of(self, node: "cst.CSTNode") -> Optional[int]:
-        from cglint.engine.syntax import children
-
-        body = self._piece.tree.body
-        while id(node) not in self._owner and self._indexed < len(body):
-            index, stack = self._indexed, [body[self._indexed]]
-            while stack:
-                current = stack.pop()
-                self._owner[id(current)] = index
-                stack.extend(children(current))
-            self._indexed += 1
-        return self._owner.get(id(node))
-
-    def position(self, node: "cst.CSTNode"):
-        from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
-
-        if self._piece.starts is None:
-            if self._whole is None:
-                self._whole = MetadataWrapper(self._piece.tree, unsafe_skip_copy=True).resolve(PositionProvider)
-            return self._whole.get(node)  # type: ignore[attr-defined]
-        index = self._statement_of(node)
-        if index is None:
-            return None
-        if index not in self._resolved:
-            statement = self._piece.tree.body[index]
-            alone = self._piece.tree.with_changes(body=[statement], header=[], footer=[])
-            positions = MetadataWrapper(alone, unsafe_skip_copy=True).resolve(PositionProvider)
-            self._resolved[index] = (self._piece.starts[index] - positions[statement].start.line, positions)
-        offset, positions = self._resolved[index]
-        span = positions.get(node)  # type: ignore[attr-defined]
-        if span is None:
-            return None
-        start, end = span.start.line + offset, span.end.line + offset
-        if self._piece.start_lines is not None:  # a skeleton, shorter than the source
-            start, end = self._piece.start_lines[start - 1], self._piece.end_lines[end - 1]
-        return CodeRange(CodePosition(start, span.start.column), CodePosition(end, span.end.column))
-
-
 def _findings(hits: list["RawHit"], checked: set[Path], fixable: Optional[dict] = None) -> list[Finding]:
-    positions = _Positions()
+    from cglint.engine.positions import Positions  # the engine loads lazily
+
+    positions = Positions()
     findings = []
     for hit in hits:
         # Report hazards in the files being checked, and hazards reached from a capture in them.
@@ -498,7 +391,7 @@ def _format(template: str, details: dict) -> str:
         return template
 
 
-def _region_and_trace(hit: "RawHit", positions: _Positions) -> tuple[Optional[Region], tuple[str, ...]]:
+def _region_and_trace(hit: "RawHit", positions: "Positions") -> tuple[Optional[Region], tuple[str, ...]]:
     if hit.capture is None:
         return None, ()
 

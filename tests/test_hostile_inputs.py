@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from cglint import catalogue
-from cglint.check import _Positions, check_paths
+from cglint.check import check_paths
 from cglint.cli import main
 from cglint.config import Config
+from cglint.engine.positions import Positions
 
 CAPTURE = "import torch\ng = torch.cuda.CUDAGraph()\nx = torch.zeros(4, device='cuda')\nwith torch.cuda.graph(g):\n"
 EVERY = catalogue.selected(None, [])
@@ -387,14 +388,14 @@ def test_positions_by_statement_equal_whole_module_positions(tmp_path, newline):
         path.write_bytes(text.encode())
         module = Project(str, lambda *a: None, whole_modules=True).module_for_path(path, text)
         expected = MetadataWrapper(module.tree, unsafe_skip_copy=True).resolve(PositionProvider)
-        fast = _Positions()
+        fast = Positions()
         nodes = [n for n in expected if isinstance(n, (cst.BaseExpression, cst.BaseStatement, cst.BaseSmallStatement))]
         assert nodes
         for node in nodes:
             assert fast.of(module, node) == expected[node], (index, type(node).__name__)
         # Functions parsed alone, from the skeleton, have the positions they have in the whole module.
         lazy = Project(str, lambda *a: None).module_for_path(tmp_path / f"m{index}.py", text)
-        lazy_positions = _Positions()
+        lazy_positions = Positions()
         pairs = [(module.functions, lazy.functions)] + [(c.methods, lazy.classes[n].methods) for n, c in module.classes.items()]
         for whole_functions, lazy_functions in pairs:
             for name, whole in whole_functions.items():
