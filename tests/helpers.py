@@ -54,3 +54,43 @@ def by_file(results, root: Path) -> set[tuple[str, str, int]]:
             name = f.path
         out.add((name, f.code, f.line))
     return out
+
+
+def _functions(module):
+    yield from module.functions.items()
+    for cls in module.classes.values():
+        for name, method in cls.methods.items():
+            yield f"{cls.name}.{name}", method
+
+
+def functions_parsed_alone_match(path: Path, text: Optional[str] = None, require_outline: bool = True) -> int:
+    """Asserts that every function parsed alone from the module's skeleton has the code,
+    decorators and signature of the same function in a whole parse (and the module the same
+    imports and globals); returns how many functions were compared."""
+    import libcst as cst
+
+    from cglint.engine.project import Project
+
+    lazy = Project(str, lambda *a: None).module_for_path(path, text)
+    whole = Project(str, lambda *a: None, whole_modules=True).module_for_path(path, text)
+    if whole is None or lazy is None:
+        assert lazy is None and whole is None, path  # both fail to parse, or neither
+        return 0
+    assert lazy.outline is not None or not require_outline, f"{path} was parsed whole: its skeleton did not parse or pair"
+    assert sorted(lazy.imports.items()) == sorted(whole.imports.items())
+    assert sorted(lazy.globals) == sorted(whole.globals)
+    pairs = dict(_functions(whole))
+    generate = cst.Module([]).code_for_node
+
+    def code(node) -> str:
+        # Comment lines after a block's last statement belong to the block in a whole parse
+        # and are cut with the function's lines: comments may differ, the code may not.
+        return "\n".join(line for line in generate(node).splitlines() if line.strip() and not line.strip().startswith("#"))
+
+    for name, function in _functions(lazy):
+        other = pairs.pop(name)
+        assert [code(s) for s in function.body] == [code(s) for s in other.body], (path, name)
+        assert [code(d) for d in function.decorators] == [code(d) for d in other.decorators], (path, name)
+        assert code(function.node.params) == code(other.node.params), (path, name)
+    assert not pairs
+    return len(dict(_functions(lazy)))

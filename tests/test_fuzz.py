@@ -24,6 +24,8 @@ from cglint.check import check_files
 from cglint.config import Config
 from cglint.discovery import discover
 
+from .helpers import functions_parsed_alone_match
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 EVERY_RULE = catalogue.selected(None, [])
@@ -38,6 +40,12 @@ def fixture_projects() -> list[Path]:
 def check_text(path: Path, text: str, files: list[Path], config: Config) -> list:
     """Findings for `files` where `path` holds `text` (nothing is written to disk)."""
     result = check_files(files, config, EVERY_RULE, sources={path: text})
+    return [f.to_json() for f in result.findings]
+
+
+def whole_parse_findings(path: Path, text: str, files: list[Path], config: Config) -> list:
+    """As check_text, with every module parsed whole (the reference for parsing functions alone)."""
+    result = check_files(files, config, EVERY_RULE, sources={path: text}, whole_modules=True)
     return [f.to_json() for f in result.findings]
 
 
@@ -152,6 +160,7 @@ def test_generated_captured_code_never_breaks_the_checker(tmp_path_factory, text
     findings = check_text(path, text, [path], config)
     assert_sound(findings, path, text)
     assert check_text(path, text, [path], config) == findings  # deterministic within a process
+    assert whole_parse_findings(path, text, [path], config) == findings
 
 
 # --- Python's grammar ---------------------------------------------------------------------
@@ -176,6 +185,7 @@ def test_grammar_generated_source_never_breaks_the_checker(tmp_path_factory, tex
     for variant in (text, captured):
         findings = check_text(path, variant, [path], Config(root=folder))
         assert_sound(findings, path, variant)
+    functions_parsed_alone_match(path, captured, require_outline=False)
 
 
 # --- mutations of the sample projects -----------------------------------------------------
@@ -235,6 +245,7 @@ def test_mutated_fixtures_never_break_the_checker(case):
     findings = check_text(path, text, files, Config(root=project))
     assert_sound(findings, path, text)
     assert check_text(path, text, files, Config(root=project)) == findings
+    assert whole_parse_findings(path, text, files, Config(root=project)) == findings
 
 
 # --- determinism across processes, hash seeds and --jobs ------------------------------------
