@@ -175,6 +175,7 @@ except ImportError:  # pragma: no cover - optional test dependency
 
 
 @pytest.mark.skipif(hypothesmith is None, reason="hypothesmith is not installed")
+@pytest.mark.filterwarnings("ignore::SyntaxWarning")  # hypothesmith compiles what it generates
 @settings(FAST, max_examples=50)
 @given(GRAMMAR)
 def test_grammar_generated_source_never_breaks_the_checker(tmp_path_factory, text):
