@@ -92,17 +92,17 @@ def store(folder: Path, key: str, findings: list[Finding], files_checked: int, d
 
 def store_base(folder: Path, key: str, digests: dict[str, Optional[str]], footprint, deps: Iterable[Path]) -> None:
     """The footprint of a run (check.Footprint) with the digests of the files it checked
-    and of the other files the engine read."""
+    and of the other files the engine read; paths are stored absolute."""
     _write(folder, key, {
         "digests": digests,
         "deps": {str(p): file_digest(p) for p in deps},
         "read": sorted(str(p) for p in footprint.read),
         "tokens": sorted(footprint.tokens),
         "helpers": sorted(footprint.helpers),
-        "searches": {text: [str(p) for p in paths] for text, paths in footprint.searches.items()},
+        "searches": {text: [os.path.abspath(p) for p in paths] for text, paths in footprint.searches.items()},
         "absent": footprint.absent,
         "engine": [_record(f) for f in footprint.engine],
-        "per_file": {str(p): [_record(f) for f in found] for p, found in footprint.per_file.items()},
+        "per_file": {os.path.abspath(p): [_record(f) for f in found] for p, found in footprint.per_file.items()},
     })
 
 

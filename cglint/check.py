@@ -30,13 +30,13 @@ class Footprint:
     only other files changed, none of them answering these searches differently, can reuse
     them (cache.py)."""
 
-    read: set[str]  # every file the engine parsed or tried to, resolved
+    read: set  # every file the engine parsed or tried to, resolved
     tokens: frozenset  # the byte scan that picks the files parsed up front
     helpers: frozenset  # capture helpers found, looked for by name in every file
-    searches: dict[str, list[str]]  # texts looked for in every file -> the files that had them
+    searches: dict[str, list]  # texts looked for in every file -> the files that had them
     missing: list[str]  # modules the engine looked for on disk and did not find ("root/pkg/mod")
     engine: list[Finding]  # the run's findings that came from the engine
-    per_file: dict[str, list[Finding]]  # the rest (read and syntax errors), by absolute path
+    per_file: dict  # the rest (read and syntax errors), by file
     # The paths whose creation would give the engine a module it looked for: from `missing`,
     # and only when a cache asks (thousands of lookups on a large tree).
     known_absent: Optional[list[str]] = None
@@ -56,10 +56,6 @@ class CheckResult:
     # The engine's hit behind each finding of a rule that can fix it (what --fix works from).
     hits: dict = field(default_factory=dict, repr=False, compare=False)
     footprint: Optional[Footprint] = field(default=None, repr=False, compare=False)
-
-    @property
-    def absent(self) -> list[str]:
-        return self.footprint.absent if self.footprint is not None else []
 
 
 @dataclass
@@ -101,9 +97,10 @@ def check_paths(
     result = _reuse(previous, files, digests, config, codes, missing) if previous is not None else None
     if result is None:
         result = check_files(files, config, codes, missing, jobs=jobs)
-    cache.store(folder, key, result.findings, result.files_checked, result.also_read, result.absent)
-    if result.footprint is not None:
-        cache.store_base(folder, base, digests, result.footprint, result.also_read)
+    footprint = result.footprint
+    cache.store(folder, key, result.findings, result.files_checked, result.also_read, footprint.absent if footprint else [])
+    if footprint is not None:
+        cache.store_base(folder, base, digests, footprint, result.also_read)
     return result
 
 
@@ -218,15 +215,14 @@ def check_files(
         run = _deep_stack(
             _run_engine, texts, entry, roots, checked, config, codes, engine_diagnostics, helper_names, sources, fixable, whole_modules or not prefilter
         )
-    read = {p.resolve() for p in run.read} | {p.resolve() for p in entry}
+    read = set(run.read)  # resolved, the entry files among them
     for path, error in syntax.results(exclude=read):
         per_file.setdefault(path, []).append(_diagnostic(display_path(path), error))
     engine = _reported(run.findings + engine_diagnostics, codes, config)
     per_file = {path: _reported(found, codes, config) for path, found in per_file.items()}
     result = engine + [f for found in per_file.values() for f in found] + _reported(diagnostics, codes, config)
     result = sorted(set(result), key=lambda f: f.sort_key)
-    searches = {text: [os.path.abspath(p) for p in paths] for text, paths in run.searches.items()}
-    footprint = Footprint({str(p) for p in read}, frozenset(tokens), run.helpers, searches, run.missing, engine, {os.path.abspath(p): f for p, f in per_file.items() if f})
+    footprint = Footprint(read, frozenset(tokens), run.helpers, run.searches, run.missing, engine, {p: f for p, f in per_file.items() if f})
     also_read = [p for p in run.read if p not in checked]
     return CheckResult(result, len(files), also_read, {f: fixable[f] for f in result if f in fixable}, footprint)
 

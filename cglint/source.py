@@ -149,17 +149,23 @@ def cpython_tree(text: str) -> Union[ast.Module, SourceError]:
     try:
         if limit > wanted:
             sys.setrecursionlimit(wanted)
+        return _compiled(text, ast.PyCF_ONLY_AST)
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def _compiled(text: str, flags: int):
+    """CPython's compile of `text` (an `ast` tree with PyCF_ONLY_AST), or why it failed."""
+    try:
         with warnings.catch_warnings():  # invalid escapes and the like are not ours to report
             warnings.simplefilter("ignore")
-            return ast.parse(text)
+            return compile(text, "<file>", "exec", flags, dont_inherit=True)
     except (RecursionError, MemoryError):
         return SourceError("CG002", _TOO_DEEP)
     except SyntaxError as exc:
         return SourceError("CG002", f"syntax error: {exc.msg}", line=max(exc.lineno or 1, 1), column=max(exc.offset or 1, 1))
-    except ValueError as exc:  # null bytes: libcst reports them
+    except ValueError as exc:  # null bytes
         return SourceError("CG002", f"cannot parse file: {exc}")
-    finally:
-        sys.setrecursionlimit(limit)
 
 
 _DEFAULT_HEADROOM = 1000  # Python's default recursion limit
@@ -174,24 +180,15 @@ def _frame_depth() -> int:
 
 def syntax_check(text: str) -> Optional[SourceError]:
     """A cheap syntax check (CPython's parser) for files that are never parsed with libcst."""
-    try:  # bytecode, a fifth faster than building `ast` objects, accepts a subset of what `ast` does
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            compile(text, "<file>", "exec", dont_inherit=True)
+    # Bytecode first, a fifth faster than building `ast` objects; it refuses a little more
+    # (`return` outside a function is no parse error), so a refusal is asked of `ast` again.
+    if not isinstance(_compiled(text, 0), SourceError):
         return None
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        pass  # `return` outside a function and the like are not parse errors: ask `ast`
-    try:
-        with warnings.catch_warnings():  # invalid escapes and the like are not ours to report
-            warnings.simplefilter("ignore")
-            compile(text, "<file>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    error = _compiled(text, ast.PyCF_ONLY_AST)
+    if not isinstance(error, SourceError):
         return None
-    except SyntaxError as exc:
-        error = SourceError("CG002", f"syntax error: {exc.msg}", line=max(exc.lineno or 1, 1), column=max(exc.offset or 1, 1))
-    except (RecursionError, MemoryError):
-        return SourceError("CG002", _TOO_DEEP)
-    except ValueError as exc:
-        error = SourceError("CG002", f"cannot parse file: {exc}")
+    if error.message == _TOO_DEEP:
+        return error
     if any(words in error.message for words in _NESTING):
         return error  # never handed to libcst (see _too_deep)
     # The running Python may be older than the file's syntax (3.12 `type` statements):

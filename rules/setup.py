@@ -11,7 +11,7 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from cglint.engine.captures import capture_method
-from cglint.engine.syntax import assigned_names, calls_in, code_of, descendants, dotted_name, keyword, positional
+from cglint.engine.syntax import assigned_names, calls_in, code_of, decorator_callee, descendants, dotted_name, keyword, positional
 from cglint.rule import CAPTURE, Hit, Rule
 
 def _manual(capture) -> bool:
@@ -119,8 +119,7 @@ def _compiled(call: cst.Call, ctx) -> bool:
         return True
     for target in callee.targets:
         for decorator in getattr(target, "decorators", ()):  # project functions and lambdas
-            expr = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
-            if ctx.qualname(expr) in ctx.api.capture.compile:
+            if ctx.qualname(decorator_callee(decorator)) in ctx.api.capture.compile:
                 return True
     return False
 

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -186,7 +187,10 @@ def test_grammar_generated_source_never_breaks_the_checker(tmp_path_factory, tex
     for variant in (text, captured):
         findings = check_text(path, variant, [path], Config(root=folder))
         assert_sound(findings, path, variant)
-    functions_parsed_alone_match(path, captured, require_outline=False)
+    # The generated code as a function's and a method's body, each parsed alone and whole.
+    body = textwrap.indent(text, "    ") + "\n    pass\n"
+    nested = f"def f():\n{body}\nclass C:\n    @decorator\n    def m(self):\n{textwrap.indent(body, '    ')}"
+    functions_parsed_alone_match(path, nested, require_outline=False)
 
 
 # --- mutations of the sample projects -----------------------------------------------------

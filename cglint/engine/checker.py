@@ -24,7 +24,7 @@ from cglint.engine.definitions import FunctionInfo, ModuleInfo
 from cglint.engine.project import Project
 from cglint.engine.scope import Scope, initial_env
 from cglint.engine.state import StateFacts
-from cglint.engine.syntax import call_method, called_names, code_of, descendants, identifiers
+from cglint.engine.syntax import call_method, called_names, code_of, decorator_callee, descendants, dotted_name, identifiers
 from cglint.engine.values import TENSOR, Value
 from cglint.engine.walk import Mode, Walker
 from cglint.rule import CAPTURE, REGION, REPLAY, Hit, Rule
@@ -128,7 +128,7 @@ class Engine:
 
     def _identifiers(self, function: FunctionInfo) -> frozenset:
         # From the `ast` outline where there is one: looking at names must not parse bodies.
-        return function.outline.names if function.outline is not None else identifiers(function.node)
+        return function.outline.facts.names if function.outline is not None else identifiers(function.node)
 
     def _calls_capturing(self, function: FunctionInfo) -> bool:
         """Whether the function calls a capture form, replay() or a capture helper."""
@@ -140,7 +140,7 @@ class Engine:
         """What the function calls or is decorated with, by last name. Every capture form is
         a call (`torch.cuda.graph(g)`, `g.replay()`, `helper()`), and torch's own code says
         `graph` everywhere without calling it (`gm.graph`): names alone would walk it all."""
-        return function.outline.called if function.outline is not None else called_names(function.node)
+        return function.outline.facts.called if function.outline is not None else called_names(function.node)
 
     def defer(self, function: FunctionInfo, env: dict[str, Value]) -> None:
         self._deferred.setdefault(function.key, (function, env))
@@ -493,11 +493,8 @@ _KERNEL_PACKAGES = ("triton", "cutlass", "numba", "tilelang", "warp", "helion", 
 
 
 def _device_kernel(function: FunctionInfo) -> bool:
-    from cglint.engine.syntax import dotted_name
-
     for decorator in function.decorators:
-        expr = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
-        name = dotted_name(expr)
+        name = dotted_name(decorator_callee(decorator))
         if not name or "." not in name:
             continue
         head, _, rest = name.partition(".")

@@ -59,14 +59,19 @@ class FunctionInfo:
         return id(self.header) if self.header is not None else id(self.node)
 
     @property
+    def _signature(self) -> Union[cst.FunctionDef, cst.Lambda, cst.Module]:
+        """Where decorators and parameters are read: the skeleton has them (a lazily parsed
+        body starts at `def`), so asking for them parses nothing."""
+        return self.header if self.header is not None else self.node
+
+    @property
     def decorators(self) -> Sequence[cst.Decorator]:
-        """The decorators (kept in the skeleton: a lazily parsed body starts at `def`)."""
-        node = self.header if self.header is not None else self.node
+        node = self._signature
         return node.decorators if isinstance(node, cst.FunctionDef) else ()
 
     @property
     def params(self) -> list[cst.Param]:
-        node = self.header if self.header is not None else self.node  # the skeleton has the signature
+        node = self._signature
         if isinstance(node, cst.Module):
             return []
         p = node.params
@@ -117,7 +122,7 @@ class ClassInfo:
             self._attrs[attr] = [
                 write
                 for method in self.methods.values()
-                if method.outline is None or attr in method.outline.stored_attrs
+                if method.outline is None or attr in method.outline.facts.stored_attrs
                 for write in method.self_writes()
                 if write.attr == attr
             ]

@@ -15,7 +15,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Iterable, Iterator, Optional
+from typing import Iterable, Iterator, NamedTuple, Optional
 
 from cglint import source
 
@@ -36,41 +36,21 @@ class DefOutline:
     node: ast.AST = field(repr=False)
     source_lines: list[str] = field(repr=False)  # the module's (shared, not copied)
 
-    def mentions(self, words: Iterable[str]) -> bool:
-        """Whether the function's text (decorators included) contains any of `words`: a
-        byte-level test that saves walking the `ast` of most functions."""
+    @cached_property
+    def text(self) -> str:
+        """The function's source, decorators included."""
         first = min([self.line, *(d.lineno for d in self.node.decorator_list)])  # type: ignore[attr-defined]
-        text = "".join(self.source_lines[first - 1 : self.end_line])
-        return any(word in text for word in words)
+        return "".join(self.source_lines[first - 1 : self.end_line])
 
-    # Facts about the function, each found by one `ast` pass when first asked for.
-    @cached_property
-    def names(self) -> frozenset:
-        """Names and attribute names used anywhere in the function."""
-        return self._facts[0]
+    def mentions(self, words: Iterable[str]) -> bool:
+        """Whether the function's text contains any of `words`: a byte-level test that saves
+        walking the `ast` of most functions."""
+        return any(word in self.text for word in words)
 
     @cached_property
-    def called(self) -> frozenset:
-        """Names of what the function calls or is decorated with (`graph` in `torch.cuda.graph(g)`)."""
-        return self._facts[3]
-
-    @cached_property
-    def stored_attrs(self) -> frozenset:
-        """Attribute names assigned anywhere in it (`self.x = ...`)."""
-        return self._facts[1]
-
-    @cached_property
-    def declares_global(self) -> bool:
-        return self._facts[2]
-
-    @cached_property
-    def self_calls(self) -> Optional[frozenset]:
-        """Methods called on the first parameter outside nested scopes (None: no parameter)."""
-        return _self_calls(self.node)
-
-    @cached_property
-    def _facts(self) -> tuple[frozenset, frozenset, bool, frozenset]:
-        names, stored, declares, called = set(), set(), False, set()
+    def facts(self) -> "Facts":
+        """What one `ast` pass over the function finds, when first asked for."""
+        names, called, stored, declares = set(), set(), set(), False
         for decorator in self.node.decorator_list:  # type: ignore[attr-defined]
             called.add(_last_name(decorator.func if isinstance(decorator, ast.Call) else decorator))
         stack = [self.node]
@@ -94,7 +74,19 @@ class DefOutline:
                     stack.extend(v for v in value if isinstance(v, ast.AST))
                 elif isinstance(value, ast.AST) and not isinstance(value, ast.expr_context):
                     stack.append(value)
-        return frozenset(names), frozenset(stored), declares, frozenset(called)
+        return Facts(frozenset(names), frozenset(called), frozenset(stored), declares)
+
+    @cached_property
+    def self_calls(self) -> Optional[frozenset]:
+        """Methods called on the first parameter outside nested scopes (None: no parameter)."""
+        return _self_calls(self.node)
+
+
+class Facts(NamedTuple):
+    names: frozenset  # names and attribute names used anywhere in the function
+    called: frozenset  # last names of what it calls or is decorated with (`graph` in `torch.cuda.graph(g)`)
+    stored_attrs: frozenset  # attribute names assigned anywhere in it (`self.x = ...`)
+    declares_global: bool
 
 
 def _last_name(expr: ast.AST) -> str:
@@ -141,14 +133,13 @@ def outline_of(text: str) -> Optional[Outline]:
     for qualname, node in _definitions(tree):
         first = node.body[0]
         decorators = getattr(first, "decorator_list", None)
-        if decorators:  # a decorated nested def or class starts at its first `@`, a line of its own
-            start = min(d.lineno for d in decorators)
-            line_text = lines[start - 1] if start <= len(lines) else ""
+        # A decorated nested def or class starts at its first `@`, on a line of its own.
+        start = min(d.lineno for d in decorators) if decorators else first.lineno
+        line_text = lines[start - 1] if start <= len(lines) else ""
+        if decorators:
             prefix = line_text[: len(line_text) - len(line_text.lstrip())].encode("utf-8")
             blanked = line_text.lstrip().startswith("@")  # else some odd spelling: keep the body
         else:
-            start = first.lineno
-            line_text = lines[start - 1] if start <= len(lines) else ""
             prefix = line_text.encode("utf-8")[: first.col_offset]
             blanked = not prefix.strip()  # the body starts a line of its own
         if blanked:

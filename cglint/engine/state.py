@@ -121,7 +121,7 @@ class StateFacts:
         found: dict[str, str] = {}
         functions = [*module.functions.values(), *(m for c in module.classes.values() for m in c.methods.values())]
         for function in functions:
-            if function.outline is not None and not function.outline.declares_global:
+            if function.outline is not None and not function.outline.facts.declares_global:
                 continue  # nothing to find, and no reason to parse it
             declared: set[str] = set()
             # `if _ctx is None: _ctx = make()` fills a global once (lazy initialization, a

@@ -185,6 +185,12 @@ def identifiers(node: cst.CSTNode) -> frozenset:
     return frozenset(found)
 
 
+def decorator_callee(decorator: cst.Decorator) -> cst.BaseExpression:
+    """What a decorator names: `torch.compile` in `@torch.compile` and `@torch.compile(...)`."""
+    expr = decorator.decorator
+    return expr.func if isinstance(expr, cst.Call) else expr
+
+
 def called_names(node: cst.CSTNode) -> frozenset:
     """The last name of everything called or used as a decorator below `node`, nested
     definitions included (`graph` for `torch.cuda.graph(g)`)."""
@@ -193,9 +199,7 @@ def called_names(node: cst.CSTNode) -> frozenset:
     while stack:
         current = stack.pop()
         if isinstance(current, (cst.Call, cst.Decorator)):
-            target = current.func if isinstance(current, cst.Call) else current.decorator
-            if isinstance(target, cst.Call):
-                target = target.func
+            target = current.func if isinstance(current, cst.Call) else decorator_callee(current)
             found.add(target.attr.value if isinstance(target, cst.Attribute) else getattr(target, "value", ""))
         stack.extend(children(current))
     return frozenset(n for n in found if isinstance(n, str))
