@@ -2,7 +2,7 @@
 each reduced to the pattern that triggered it."""
 from __future__ import annotations
 
-from tests.helpers import capture_script, codes_lines, findings
+from tests.helpers import by_file, capture_script, codes_lines, findings
 
 
 def test_lazily_initialized_global_is_not_changing_state(tmp_path):
@@ -204,3 +204,90 @@ def test_sentinel_and_once_flag_globals_are_initialization(tmp_path):
         select=["CG202"],
     )
     assert codes_lines(found) == {("CG202", 29)}
+
+
+def test_engine_module_shapes_from_real_code(tmp_path):
+    # The shapes of issue 11, each next to the hazard it must not hide: a config ratio as
+    # repeats, a torch predicate as a branch, a registered buffer counted in place, a project
+    # module's `update`, arguments that switch off a checking or unfused path, lazy
+    # initialisation, a cached backend choice.
+    found = findings(
+        tmp_path,
+        {
+            "model.py": """
+            import functools
+            import logging
+
+            import torch
+            import torch.nn as nn
+
+            logger = logging.getLogger(__name__)
+
+            class KVCache(nn.Module):
+                def __init__(self, n, d):
+                    super().__init__()
+                    self.register_buffer("k", torch.zeros(n, d))
+                    self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+
+                def update(self, pos, k):
+                    self.k[pos] = k
+                    self.steps += 1
+                    return self.k
+
+            @functools.lru_cache(maxsize=None)
+            def pick_backend(name):
+                logger.info("choosing backend %s", name)
+                return name
+
+            class Attention(nn.Module):
+                def __init__(self, n_head, n_local_heads, d):
+                    super().__init__()
+                    self.n_head = n_head
+                    self.n_local_heads = n_local_heads
+                    self.kv_cache = KVCache(16, d)
+                    self.table = None
+
+                def helper(self, x, check_bounds=True, fused=False):
+                    if check_bounds:
+                        assert x.max().item() < 100
+                    if fused:
+                        return x * 2
+                    else:
+                        return x.nonzero()
+
+                def forward(self, x, pos):
+                    if self.table is None:
+                        self.table = torch.as_tensor([1.0, 2.0], device=x.device)
+                    backend = pick_backend("flash")
+                    k = self.kv_cache.update(pos, x)
+                    k = k.repeat_interleave(self.n_head // self.n_local_heads, dim=0)
+                    if torch.are_deterministic_algorithms_enabled():
+                        x = x + 1
+                    y = self.helper(x, check_bounds=False, fused=True)
+                    if x.sum() > 0:  # still a branch on data
+                        y = y + 1
+                    return y + k.sum()
+            """,
+            "run.py": capture_script("from model import Attention\nm = Attention(4, 2, 8).cuda()", "y = m(x, x)"),
+        },
+        select=[],
+    )
+    assert by_file(found, tmp_path) - {("run.py", "CG901", 7)} == {("model.py", "CG201", 50)}
+
+
+def test_arguments_of_the_captured_call_choose_the_path(tmp_path):
+    # The same helper called with the checking path on is still reported.
+    found = findings(
+        tmp_path,
+        {
+            "ops.py": """
+            def helper(x, check_bounds=True):
+                if check_bounds:
+                    assert x.max().item() < 100
+                return x * 2
+            """,
+            "run.py": capture_script("from ops import helper", "y = helper(x)", "z = helper(x, check_bounds=False)"),
+        },
+        select=["CG101"],
+    )
+    assert codes_lines(found) == {("CG101", 3)}

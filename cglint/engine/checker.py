@@ -21,6 +21,7 @@ from cglint.engine import captures
 from cglint.engine.blocks import Blocks
 from cglint.engine.captures import Capture, TraceStep
 from cglint.engine.definitions import FunctionInfo, ModuleInfo
+from cglint.engine.phases import cached_on_first_use
 from cglint.engine.project import Project
 from cglint.engine.scope import Scope, initial_env
 from cglint.engine.state import StateFacts
@@ -47,6 +48,7 @@ class Job:
     capture: Capture
     trace: tuple[TraceStep, ...]
     marker: Optional[cst.CSTNode] = None  # only this region of the function is captured; None: all of it
+    at_call: bool = False  # `args` are every argument of one call (left-out parameters hold their defaults)
 
 
 @dataclass(frozen=True)
@@ -159,7 +161,7 @@ class Engine:
             self._start(capture)
         while self._queue:
             job = self._queue.popleft()
-            env = initial_env(self.project, job.function, job.args)
+            env = initial_env(self.project, job.function, job.args, job.at_call)
             self._guarded(job.function.module, lambda: Walker(self, job.function, env, Mode.REGION, job).run())
         if self.replay_rules or self.capture_rules:
             for function in self._replay_candidates():
@@ -238,8 +240,9 @@ class Engine:
             self._queue.append(job)
 
     def enqueue(self, function: FunctionInfo, args: dict[str, Value], parent: Job, step: TraceStep) -> None:
-        if len(parent.trace) < MAX_DEPTH and not _device_kernel(function):
-            self._push(Job(function, args, parent.capture, parent.trace + (step,)), _job_key(function, args))
+        # A cached function's body ran at warmup; at capture the cache answers (phases.py).
+        if len(parent.trace) < MAX_DEPTH and not _device_kernel(function) and not cached_on_first_use(function):
+            self._push(Job(function, args, parent.capture, parent.trace + (step,), at_call=True), _job_key(function, args, at_call=True))
 
     # --- discovery callbacks ---------------------------------------------------
     def capture_in(self, function: FunctionInfo, marker: cst.CSTNode, kind: str, label: str) -> Capture:
@@ -504,6 +507,9 @@ def _device_kernel(function: FunctionInfo) -> bool:
     return False
 
 
-def _job_key(function: FunctionInfo, args: dict[str, Value]) -> tuple:
-    signature = tuple(sorted((name, v.kind.value, v.random, v.tag, tuple(map(id, v.targets)), v.data, id(v.origin.call) if v.origin else 0) for name, v in args.items()))
-    return ("call", function.key, signature)
+def _job_key(function: FunctionInfo, args: dict[str, Value], at_call: bool = False) -> tuple:
+    signature = tuple(sorted(
+        (name, v.kind.value, v.random, v.tag, tuple(map(id, v.targets)), v.data, id(v.origin.call) if v.origin else 0, repr(v.const))
+        for name, v in args.items()
+    ))
+    return ("call", function.key, signature, at_call)

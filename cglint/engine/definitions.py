@@ -16,7 +16,7 @@ import libcst as cst
 
 from cglint import source
 from cglint.engine.outline import DefOutline, Outline
-from cglint.engine.syntax import assigned_names, descendants, dotted_name
+from cglint.engine.syntax import assigned_names, descendants, dotted_name, string_value
 
 
 class FunctionInfo:
@@ -229,6 +229,28 @@ def _self_writes(method: FunctionInfo) -> Iterator[AttrWrite]:
             if attr:
                 augmented = isinstance(node, cst.AugAssign)
                 yield AttrWrite(attr, method, None if augmented else node.value, augmented, node)
+        elif isinstance(node, cst.Call):
+            registered = _registered(node, self_name)
+            if registered is not None:
+                yield AttrWrite(registered[0], method, registered[1], False, node)
+
+
+# `self.register_buffer("steps", torch.zeros(()))` sets `self.steps` to a tensor: a counter
+# kept there and incremented in place is device state, not a Python counter.
+REGISTERING_METHODS = ("register_buffer", "register_parameter")
+
+
+def _registered(call: cst.Call, self_name: str) -> Optional[tuple[str, Optional[cst.BaseExpression]]]:
+    func = call.func
+    if not (isinstance(func, cst.Attribute) and func.attr.value in REGISTERING_METHODS):
+        return None
+    if not (isinstance(func.value, cst.Name) and func.value.value == self_name):
+        return None
+    args = [a.value for a in call.args if a.keyword is None and not a.star]
+    name = string_value(args[0]) if args else None
+    if name is None:
+        return None
+    return name, args[1] if len(args) > 1 else None
 
 
 def _self_attr(target: cst.BaseExpression, self_name: str) -> Optional[str]:

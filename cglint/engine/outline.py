@@ -66,6 +66,9 @@ class DefOutline:
                     stored.add(sub.attr)  # type: ignore[attr-defined]
             elif kind is ast.Call:
                 called.add(_last_name(sub.func))  # type: ignore[attr-defined]
+                registered = _registered_name(sub)
+                if registered:
+                    stored.add(registered)
             elif kind is ast.Global:
                 declares = True
             for name in sub._fields:
@@ -87,6 +90,15 @@ class Facts(NamedTuple):
     called: frozenset  # last names of what it calls or is decorated with (`graph` in `torch.cuda.graph(g)`)
     stored_attrs: frozenset  # attribute names assigned anywhere in it (`self.x = ...`)
     declares_global: bool
+
+
+def _registered_name(call) -> str:
+    """`"steps"` for `self.register_buffer("steps", ...)`: it stores an attribute too."""
+    if isinstance(call.func, ast.Attribute) and call.func.attr in ("register_buffer", "register_parameter") and call.args:
+        first = call.args[0]
+        if isinstance(first, ast.Constant) and isinstance(first.value, str):
+            return first.value
+    return ""
 
 
 def _last_name(expr: ast.AST) -> str:

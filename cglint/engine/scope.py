@@ -6,10 +6,12 @@ from typing import Optional
 
 import libcst as cst
 
+from cglint.engine.syntax import descendants, dotted_name
+
 from cglint.engine.api import tables
 from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo
 from cglint.engine.project import Project
-from cglint.engine.values import HOST, TENSOR, UNKNOWN, Kind, Value, evaluate, join
+from cglint.engine.values import FALSE, HOST, NONE, PY_NONE, TENSOR, TRUE, UNKNOWN, Kind, Value, evaluate, join, literal_value
 
 _DTYPES = frozenset(
     "float16 float32 float64 bfloat16 half float double int8 int16 int32 int64 uint8 long int short bool "
@@ -52,7 +54,7 @@ class Scope:
         if name in self.env:
             return self.env[name]
         if name in ("True", "False", "None"):
-            return HOST
+            return {"True": TRUE, "False": FALSE, "None": NONE}[name]
         if self._self_name and name == self._self_name and self.cls is not None:
             return Value(Kind.OBJECT, targets=(self.cls,), tag=self.class_tag(self.cls))
         if name in self.module.globals and name not in self.module.imports:
@@ -119,17 +121,27 @@ class Scope:
                     current = evaluate(write.value, Scope(self.project, write.method, initial_env(self.project, write.method)))
                     if not current.targets and _is_parameter(write.value, write.method):
                         # `self.model = model` in __init__: what the constructor's callers pass.
-                        current = self._from_constructions(klass, write.value.value, current)  # type: ignore[union-attr]
+                        current = self._from_constructions(klass, write.method, write.value.value, current)  # type: ignore[union-attr]
+                    elif current.kind == Kind.UNKNOWN and _config_field(write.value, write.method):
+                        current = HOST
                 value = current if value is None else join(value, current)
         return value or UNKNOWN
 
-    def _from_constructions(self, cls: ClassInfo, param: str, fallback: Value) -> Value:
-        values = [args[param] for args in self.project.constructions(cls) if param in args]
-        found = [v for v in values if v.targets or v.tag]
-        if not found:
+    def _from_constructions(self, cls: ClassInfo, init: FunctionInfo, param: str, fallback: Value) -> Value:
+        """What the constructor's callers pass for `param`: project objects (a runner given
+        its model), or host constants all callers agree on (`Block(dim, fused=True)`), which
+        decide the captured branches that test them."""
+        param_node = next((p for p in init.params if p.name.value == param), None)
+        default = literal_value(param_node.default) if param_node is not None and param_node.default is not None else None
+        values = [args.get(param, default) for args in self.project.constructions(cls)]
+        known = [v for v in values if v is not None]
+        chosen = [v for v in known if v.targets or v.tag]
+        if not chosen and known and len(known) == len(values) and all(v.is_host for v in known):
+            chosen = known
+        if not chosen:
             return fallback
-        result = found[0]
-        for value in found[1:]:
+        result = chosen[0]
+        for value in chosen[1:]:
             result = join(result, value)
         return result
 
@@ -142,22 +154,66 @@ class Scope:
         return ""
 
 
+# Names a constructor's configuration parameter goes by. Its fields are sizes, flags and
+# rates (`self.n_rep = config.n_head // config.n_kv_heads`): reading `self.n_rep` in a
+# captured forward was taken for tensor data (repeat_interleave repeats, branches).
+_CONFIG_NAMES = ("config", "cfg", "conf", "args", "opt", "opts", "options", "hparams", "params", "settings")
+
+
+def _config_field(expr: cst.BaseExpression, method: FunctionInfo) -> bool:
+    """`config.n_head`, `args.model.dim // 2`, `int(cfg.size * 4)` in __init__."""
+    if method.name != "__init__":
+        return False
+    params = {p.name.value for p in method.params[1:]}
+    leaves = [n for n in [expr, *descendants(expr)] if isinstance(n, (cst.Attribute, cst.Name, cst.Call, cst.Subscript))]
+    roots = []
+    for leaf in leaves:
+        if isinstance(leaf, cst.Attribute):
+            root = leaf
+            while isinstance(root, cst.Attribute):
+                root = root.value
+            if isinstance(root, cst.Name):
+                roots.append(root.value)
+    if not roots or not isinstance(expr, (cst.Attribute, cst.BinaryOperation, cst.Call)):
+        return False
+    if isinstance(expr, cst.Call) and dotted_name(expr.func) not in ("int", "float", "bool", "round", "max", "min"):
+        return False
+    return all(r in params and r.lower().endswith(_CONFIG_NAMES) for r in roots)
+
+
 def _is_parameter(expr: cst.BaseExpression, method: FunctionInfo) -> bool:
     return method.name == "__init__" and isinstance(expr, cst.Name) and expr.value in {p.name.value for p in method.params}
 
 
-def initial_env(project: Project, function: FunctionInfo, args: Optional[dict[str, Value]] = None) -> dict[str, Value]:
-    """Parameter values from call-site arguments, annotations and defaults."""
+def initial_env(project: Project, function: FunctionInfo, args: Optional[dict[str, Value]] = None, at_call: bool = False) -> dict[str, Value]:
+    """Parameter values from call-site arguments, annotations and defaults.
+
+    `at_call`: `args` are every argument of one known call, so a parameter it leaves out
+    has its default (`helper(x)` runs `helper`'s `if check_bounds:` with the default's
+    value); otherwise (an entry point, a configured capture) callers are unknown and a
+    default says only what kind of value the parameter holds."""
     env: dict[str, Value] = {}
     params = function.params[1:] if function.is_method else function.params
     scope = Scope(project, function, env)
     for param in params:
         name = param.name.value
-        if args and name in args and args[name].kind != Kind.UNKNOWN:
-            env[name] = args[name]
+        passed = args.get(name) if args else None
+        declared = _param_value(param, scope)
+        if passed is not None and passed.kind != Kind.UNKNOWN:
+            env[name] = passed
+        elif passed is None and at_call:
+            env[name] = declared  # left out of the call: it holds its default
         else:
-            env[name] = _param_value(param, scope)
+            env[name] = _kind_only(declared)
     return env
+
+
+def _kind_only(value: Value) -> Value:
+    """What a literal default says without a call: the kind of value, not the value
+    (a `None` default says nothing: callers pass tensors, modules, anything)."""
+    if value.const is None:
+        return value
+    return UNKNOWN if value.const is PY_NONE else HOST
 
 
 def _annotation_value(annotation: cst.BaseExpression, scope: Scope) -> Value:
@@ -190,13 +246,10 @@ def _annotation_value(annotation: cst.BaseExpression, scope: Scope) -> Value:
 
 
 def _param_value(param: cst.Param, scope: Scope) -> Value:
-    if param.annotation is not None:
-        value = _annotation_value(param.annotation.annotation, scope)
-        if value.kind != Kind.UNKNOWN:
-            return value
-    default = param.default
-    if isinstance(default, (cst.Integer, cst.Float, cst.SimpleString)) or (
-        isinstance(default, cst.Name) and default.value in ("True", "False")
-    ):
-        return HOST
-    return UNKNOWN
+    """What a parameter holds when its default is used: the literal default (`fused: bool =
+    False`), else what its annotation says."""
+    annotated = _annotation_value(param.annotation.annotation, scope) if param.annotation is not None else UNKNOWN
+    default = literal_value(param.default) if param.default is not None else None
+    if default is not None and annotated.kind in (Kind.UNKNOWN, Kind.HOST):
+        return default
+    return annotated

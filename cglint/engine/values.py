@@ -51,7 +51,7 @@ class Value:
     # size depends on data (nonzero, masked_select, unique) and the sizes taken from it.
     data: bool = False
     origin: Optional[Origin] = field(default=None, compare=False)
-    const: Any = None  # the Python constant of a literal (numbers, strings, tuples of them)
+    const: Any = None  # the Python constant a value is known to hold (PY_NONE for None); None: not known
 
     @property
     def is_tensor(self) -> bool:
@@ -62,15 +62,35 @@ class Value:
         return self.kind in (Kind.HOST, Kind.NUMPY)
 
 
+class _PyNone:
+    """The constant `None` (Value.const uses None itself for "no known constant")."""
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "None"
+
+
+PY_NONE = _PyNone()
 UNKNOWN = Value()
 MASK = "mask"  # tag of boolean tensors (comparisons, isnan, logical ops)
 HOST = Value(Kind.HOST)
+NONE = Value(Kind.HOST, const=PY_NONE)
+TRUE = Value(Kind.HOST, const=True)
+FALSE = Value(Kind.HOST, const=False)
 TENSOR = Value(Kind.TENSOR)
 CPU_TENSOR = Value(Kind.CPU_TENSOR)
 
 
 def join(a: Value, b: Value) -> Value:
     if a == b:
+        return a
+    # `self.cache = None` in __init__, a tensor or module later: the attribute is what it is
+    # once set (code that runs while it is still None is the lazy initialisation itself).
+    if a.const is PY_NONE:
+        return b
+    if b.const is PY_NONE:
         return a
     if a.kind == b.kind:
         origin = a.origin if a.origin is b.origin else None
@@ -109,9 +129,11 @@ def evaluate(expr: cst.BaseExpression, scope: "Scope") -> Value:
 
 
 def _literal(expr: cst.BaseExpression) -> Any:
-    """The constant a literal spells (`3`, `-1.5`, `"cuda"`, `[1, 2, 4]`), else None."""
+    """The constant a literal spells (`3`, `-1.5`, `"cuda"`, `[1, 2, 4]`, `False`), else None."""
     if isinstance(expr, (cst.Integer, cst.Float)):
         return expr.evaluated_value
+    if isinstance(expr, cst.Name) and expr.value in _NAMED_CONSTANTS:
+        return _NAMED_CONSTANTS[expr.value]
     if isinstance(expr, cst.SimpleString):
         return string_value(expr)
     if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
@@ -121,6 +143,15 @@ def _literal(expr: cst.BaseExpression) -> Any:
         items = tuple(_literal(e.value) for e in expr.elements if not isinstance(e, cst.StarredElement))
         return items if len(items) == len(expr.elements) and None not in items else None
     return None
+
+
+_NAMED_CONSTANTS = {"True": True, "False": False, "None": PY_NONE}
+
+
+def literal_value(expr: cst.BaseExpression) -> Optional[Value]:
+    """The value of a literal (`3`, `"cuda"`, `False`, `None`, `(1, 2)`), else None."""
+    known = _literal(expr)
+    return None if known is None else Value(Kind.HOST, const=known)
 
 
 def _evaluate(expr: cst.BaseExpression, scope: "Scope") -> Value:
@@ -172,6 +203,46 @@ def _evaluate(expr: cst.BaseExpression, scope: "Scope") -> Value:
     if isinstance(expr, cst.Lambda):
         return Value(Kind.OBJECT, targets=(FunctionInfo(scope.module, expr, "<lambda>", "<lambda>", scope.cls, scope.function),))
     return UNKNOWN
+
+
+def truth(expr: cst.BaseExpression, scope: "Scope") -> Optional[bool]:
+    """Whether a condition is known to hold (True), known not to (False), or unknown (None):
+    constant flags passed by the captured call (`helper(x, check_bounds=False)`), literal
+    defaults, constructor constants, and `is None` tests of values known to be set."""
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+        inner = truth(expr.expression, scope)
+        return None if inner is None else not inner
+    if isinstance(expr, cst.BooleanOperation):
+        left, right = truth(expr.left, scope), truth(expr.right, scope)
+        if isinstance(expr.operator, cst.And):
+            return False if False in (left, right) else (True if left and right else None)
+        return True if True in (left, right) else (False if left is False and right is False else None)
+    if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
+        return _compare(evaluate(expr.left, scope), expr.comparisons[0], scope)
+    value = evaluate(expr, scope)
+    if value.const is not None and not isinstance(value.const, tuple):
+        return bool(value.const)
+    return None
+
+
+def _compare(left: Value, part: cst.ComparisonTarget, scope: "Scope") -> Optional[bool]:
+    right = evaluate(part.comparator, scope)
+    op = part.operator
+    if isinstance(op, (cst.Is, cst.IsNot)) and PY_NONE in (left.const, right.const):
+        other = right if left.const is PY_NONE else left
+        if other.const is PY_NONE:
+            result: Optional[bool] = True
+        elif other.const is not None or other.is_tensor or (other.kind == Kind.OBJECT and other.targets and not other.is_class):
+            result = False  # a number, a tensor, a project object: not None
+        else:
+            return None
+        return result if isinstance(op, cst.Is) else not result
+    if left.const is None or right.const is None or PY_NONE in (left.const, right.const):
+        return None
+    compare = {cst.Equal: lambda a, b: a == b, cst.NotEqual: lambda a, b: a != b}.get(type(op))
+    if compare is None:
+        return None
+    return compare(left.const, right.const)
 
 
 def _attribute(expr: cst.Attribute, scope: "Scope") -> Value:
@@ -274,10 +345,12 @@ def _call_qualified(call: cst.Call, qualified: str, scope: "Scope") -> Value:
         return Value(Kind.NUMPY)
     if qualified in t.factories.creation:
         return _factory(call, qualified, scope)
+    if qualified in t.values.tensor_classes:
+        return TENSOR  # nn.Parameter(torch.zeros(n)): a tensor, whatever its capitalised name says
     if qualified.startswith("torch."):
         last = qualified.rsplit(".", 1)[-1]
-        if last.startswith(("is_", "has_", "_is_", "_has_", "get_", "_get_")):
-            return HOST  # predicates and getters: torch.is_grad_enabled(), torch._C._is_torch_function_enabled()
+        if last.startswith(tuple(t.values.host_prefixes)) or qualified in t.values.host_results:
+            return HOST  # predicates, getters, settings: torch.is_grad_enabled(), torch.are_deterministic_algorithms_enabled()
         if any(part.startswith("_") for part in qualified.split(".")[1:]):
             return UNKNOWN  # private helpers are no tensor ops we know
         if last in t.values.mask_ops:

@@ -22,8 +22,9 @@ from cglint.engine.api import tables
 from cglint.engine.context import Context
 from cglint.engine.definitions import ClassInfo, FunctionInfo
 from cglint.engine.scope import Scope
-from cglint.engine.syntax import assigned_names, children, code_of, dotted_name, positional
-from cglint.engine.values import HOST, UNKNOWN, Kind, Value, evaluate
+from cglint.engine.phases import initializes_once
+from cglint.engine.syntax import assigned_names, children, code_of, descendants, dotted_name, positional
+from cglint.engine.values import HOST, UNKNOWN, Kind, Value, evaluate, truth
 
 if TYPE_CHECKING:
     from cglint.engine.checker import Engine, Job
@@ -72,8 +73,9 @@ class Walker:
                 return  # `if capturing(): raise ...`: what follows never runs during capture
 
     def exits_while_capturing(self, node: cst.CSTNode) -> bool:
-        """`if torch.cuda.is_current_stream_capturing(): raise/return` with no else, in a region."""
-        if not isinstance(node, cst.If) or node.orelse is not None or self.dead_while_capturing(node.test) != "orelse":
+        """`if torch.cuda.is_current_stream_capturing(): raise/return` (or any branch known to
+        be taken) with no else, in a region: what follows never runs during capture."""
+        if not isinstance(node, cst.If) or node.orelse is not None or self.dead_branch(node) != "orelse":
             return False
         last = suite_body(node.body)[-1] if suite_body(node.body) else None
         return isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], (cst.Raise, cst.Return))
@@ -86,7 +88,7 @@ class Walker:
         elif isinstance(node, cst.If):
             self.dispatch(node)
             self.expr(node.test)
-            dead = self.dead_while_capturing(node.test)
+            dead = self.dead_branch(node)
             if dead != "body":
                 self.block(suite_body(node.body))
             if dead == "orelse":
@@ -180,6 +182,28 @@ class Walker:
                 name = dotted_name(alias.name) or ""
                 local = alias.asname.name.value if alias.asname is not None else name
                 self.scope.env[local] = self.scope.reference(f"{origin}.{name}" if origin else name)
+
+    def dead_branch(self, node: cst.If) -> Optional[str]:
+        """In a region, the branch of an `if` that cannot run during capture ('body' or
+        'orelse'), from what the capture knows: whether it is capturing, the constant
+        flags of the captured call and its constructors, and first-use initialisation
+        that warmup has already run (see phases.py)."""
+        if not self.in_region:
+            return None
+        dead = self.dead_while_capturing(node.test)
+        if dead is not None or self.mode is not Mode.REGION:
+            return dead
+        known = truth(node.test, self.scope)
+        if known is not None:
+            return "orelse" if known else "body"
+        if initializes_once(node, self.declared_globals()):
+            return "body"
+        return None
+
+    def declared_globals(self) -> frozenset:
+        return self.engine.project.cached(("globals-declared", self.function.key), lambda: frozenset(
+            name.name.value for n in descendants(self.function.node) if isinstance(n, cst.Global) for name in n.names
+        ), frozenset())  # type: ignore[return-value]
 
     def dead_while_capturing(self, test: cst.BaseExpression) -> Optional[str]:
         """In a region, the branch of `if [not] torch.cuda.is_current_stream_capturing():` that
