@@ -47,7 +47,9 @@ EXPECT_MARKER = re.compile(r"#\s*expect:\s*(CG\d{3}(?:\s*,\s*CG\d{3})*)")
 
 @dataclass(frozen=True)
 class Hit:
-    """A rule's verdict on one node: where, plus values for the message template."""
+    """A rule's verdict on one node: where, plus values for the message template.
+
+    `{expr}` in a template is the flagged node's code unless `details` says otherwise."""
 
     node: "cst.CSTNode"
     details: dict[str, Any] = field(default_factory=dict)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from cglint.engine.syntax import code_of, dotted_name, keyword
-from cglint.rule import Hit, Rule
+from cglint.engine.syntax import dotted_name, keyword
+from cglint.rule import Rule
 
 _FROZEN = "is drawn once, at capture; every replay reuses the same value"
 
@@ -56,11 +56,11 @@ with torch.cuda.graph(g):
     def check(self, node, ctx):
         name = ctx.call_name(node) or ""
         if name.startswith("random.") and name not in ("random.Random", "random.SystemRandom"):
-            yield Hit(node, {"expr": code_of(node)})
+            yield node
             return
         method = ctx.method(node)
         if method is not None and ctx.value(method[0]).tag == "python_rng":
-            yield Hit(node, {"expr": code_of(node)})
+            yield node
 
 
 class NumpyRandom(Rule):
@@ -102,11 +102,11 @@ with torch.cuda.graph(g):
     def check(self, node, ctx):
         name = ctx.call_name(node) or ""
         if name.startswith("numpy.random.") and name not in ("numpy.random.default_rng", "numpy.random.Generator"):
-            yield Hit(node, {"expr": code_of(node)})
+            yield node
             return
         method = ctx.method(node)
         if method is not None and ctx.value(method[0]).tag == "numpy_rng":
-            yield Hit(node, {"expr": code_of(node)})
+            yield node
 
 
 class HostRngToDevice(Rule):
@@ -161,7 +161,7 @@ with torch.cuda.graph(g):
         if not (value.random and value.kind.value == "cpu_tensor"):
             return
         if name == "cuda" or (name == "to" and ctx.to_device(node) == "device"):
-            yield Hit(node, {"expr": code_of(node)})
+            yield node
 
     def fix(self, node, ctx):
         # `torch.randn(shape).cuda()` -> `torch.randn(shape, device="cuda")`: only a factory call
@@ -233,7 +233,7 @@ with torch.cuda.graph(g):
         # Only a known generator: `generator=generator` forwarding an optional argument
         # that is None at every call site must not be flagged.
         if ctx.value(generator).tag == "generator":
-            yield Hit(node, {"expr": code_of(node)})
+            yield node
 
 
 class GeneratorInRegion(Rule):
@@ -273,7 +273,7 @@ with torch.cuda.graph(g):
 
     def check(self, node, ctx):
         if ctx.call_name(node) in ("torch.Generator", "torch.cuda.Generator"):
-            yield Hit(node, {"expr": code_of(node)})
+            yield node
 
 
 class RngStateInRegion(Rule):
@@ -322,12 +322,12 @@ with torch.cuda.graph(g):
 
     def check(self, node, ctx):
         if ctx.call_name(node) in self._NAMES:
-            yield Hit(node, {"expr": code_of(node)})
+            yield node
             return
         method = ctx.method(node)
         if method is not None and method[1] in ("manual_seed", "seed", "get_state", "set_state", "initial_seed"):
             if ctx.value(method[0]).tag == "generator":
-                yield Hit(node, {"expr": code_of(node)})
+                yield node
 
 
 RULES = (PythonRandom, NumpyRandom, HostRngToDevice, CustomGenerator, GeneratorInRegion, RngStateInRegion)
