@@ -74,7 +74,7 @@ def changing_number(read: cst.BaseExpression, ctx):
     in place). A module global that a function only reassigns is a setting stored once
     at start-up (`def init(tp): global TP; TP = tp`); it counts when it is updated
     (`+=`) or changed in the replay loop."""
-    if ctx.value(read).kind.value != "host":
+    if ctx.value(read).kind != Kind.HOST:
         return None
     state = ctx.changing_state(read, any_write=True)
     if not state:

@@ -70,11 +70,12 @@ with torch.cuda.graph(g):
         method = ctx.method(node)
         if method is not None:
             receiver, name = method
-            if name == "item" and not node.args and ctx.maybe_tensor(receiver):
+            # A tensor in host memory is read without waiting for the GPU (CG307 covers host draws).
+            if name == "item" and not node.args and ctx.maybe_tensor(receiver) and not ctx.is_host_tensor(receiver):
                 yield node
             return
         if ctx.call_name(node) in ("float", "int", "bool", "complex") and len(node.args) == 1:
-            if ctx.is_tensor(node.args[0].value):
+            if ctx.is_device_tensor(node.args[0].value):
                 yield node
 
 
@@ -131,12 +132,10 @@ with torch.cuda.graph(g):
         if method is None:
             return
         receiver, name = method
-        if name in ("cpu", "tolist", "numpy") and ctx.maybe_tensor(receiver):
-            if name != "numpy" or ctx.is_tensor(receiver) or ctx.value(receiver).kind.value == "unknown":
-                yield node
-        elif name == "to" and ctx.maybe_tensor(receiver) and ctx.to_device(node) == "cpu":
-            if not ctx.is_host_tensor(receiver):
-                yield node
+        if not ctx.maybe_tensor(receiver) or ctx.is_host_tensor(receiver):
+            return  # copying a tensor that is already in host memory waits for nothing
+        if name in ("cpu", "tolist", "numpy") or (name == "to" and ctx.to_device(node) == "cpu"):
+            yield node
 
 
 class TensorFormatted(Rule):
