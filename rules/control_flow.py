@@ -196,6 +196,3 @@ def _state_reads(expr: cst.BaseExpression):
             stack.extend((current.left, current.right))
         elif isinstance(current, cst.UnaryOperation):
             stack.append(current.expression)
-
-
-RULES = (TensorCondition, HostStateCondition)

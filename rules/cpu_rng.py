@@ -394,6 +394,3 @@ with torch.cuda.graph(g):
 
 _NUMBER_READS = frozenset({"item", "tolist"})
 _NUMBER_CASTS = frozenset({"float", "int", "bool", "complex"})
-
-
-RULES = (PythonRandom, NumpyRandom, HostRngToDevice, CustomGenerator, GeneratorInRegion, RngStateInRegion, HostRngNumber)

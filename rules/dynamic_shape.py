@@ -188,6 +188,3 @@ for batch in loader:
                 if state:
                     yield Hit(node, {"read": code_of(read), "state": state})
                     return
-
-
-RULES = (ShapeFromData, StaleHostSize)

@@ -235,6 +235,3 @@ def _lr_key(target: cst.BaseExpression) -> bool:
         return False
     index = target.slice[0].slice
     return isinstance(index, cst.Index) and string_value(index.value) == "lr"
-
-
-RULES = (FrozenHostValue, LrChangedForCapturedStep)

@@ -461,6 +461,3 @@ for _ in tqdm(range(100)):
         if method is not None and method[1] in ctx.api.host_effect.progress_bar_methods:
             if ctx.value(method[0]).tag == "progress_bar":
                 yield node
-
-
-RULES = (PrintInCapture, LoggingInCapture, FileIOInCapture, HostContainerMutation, HostCounter, TimerInCapture, ProgressBarInCapture)

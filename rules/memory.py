@@ -331,12 +331,3 @@ for batch in loader:
             if name is not None and not ctx.value(value).is_host and ctx.replay_follows():
                 yield Hit(node, {"name": name})
                 return
-
-
-RULES = (
-    CapturesWithoutSharedPool,
-    AscendingSharedPool,
-    EmptyCacheInCapture,
-    EmptyCacheBetweenPooledCaptures,
-    OutputKeptAcrossReplays,
-)

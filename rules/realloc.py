@@ -268,6 +268,3 @@ del static_x, static_y, g
             if name and ctx.replay_follows():
                 yield Hit(node, {"name": name})
                 return
-
-
-RULES = (RebindCaptured, HostToDevice, ResizeInCapture, DeleteCaptured)

@@ -736,17 +736,3 @@ with torch.cuda.graph(g):
 def _returns(stmt) -> bool:
     return isinstance(stmt, cst.SimpleStatementLine) and any(isinstance(s, cst.Return) for s in stmt.body)
 
-
-# --- memory ----------------------------------------------------------------------------
-RULES = (
-    CaptureWithoutWarmup,
-    WarmupOnDefaultStream,
-    AutocastCacheAroundCapture,
-    CheckpointRngState,
-    OptimizerNotCapturable,
-    HooksOnGraphedModule,
-    DdpCaptureSetup,
-    CompiledFirstCalledInCapture,
-    CaptureOnlyBranch,
-    AutocastCacheGraphedCallables,
-)

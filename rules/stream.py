@@ -411,6 +411,3 @@ with torch.cuda.graph(g):
     def check(self, node, ctx):
         if ctx.call_name(node) in ctx.api.streams.set_stream:
             yield node
-
-
-RULES = (SideStreamNotForked, SideStreamNotJoined, LegacyStreamInCapture, CaptureOnDefaultStream, TimingEventInCapture, SetStreamInCapture)

@@ -616,18 +616,3 @@ with torch.cuda.graph(g):
 
     def fix(self, node, ctx):
         return ctx.without_keyword(node, "error_if_nonfinite")
-
-
-RULES = (
-    TensorToScalar,
-    DeviceToHost,
-    TensorFormatted,
-    ExplicitSync,
-    DataDependentSize,
-    BooleanMaskIndex,
-    UniqueOp,
-    RepeatInterleaveNoSize,
-    PinMemory,
-    GradScalerStep,
-    ClipGradNonfinite,
-)
