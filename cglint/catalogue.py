@@ -5,7 +5,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Optional
 
-from cglint.rule import CATEGORIES, Rule
+from cglint.rule import CATEGORIES, Rule, contract_problems
 
 # The tool's own diagnostics (CG0xx) are not rule classes: they have no examples.
 TOOL_DIAGNOSTICS = {
@@ -42,11 +42,38 @@ def render_index() -> str:
     return "\n".join(lines)
 
 
+class RuleContractError(Exception):
+    """A rule class the checker cannot run as declared (raised when the rules load)."""
+
+
 @lru_cache(maxsize=None)
 def rule_classes() -> tuple[type[Rule], ...]:
     from cglint.rules import all_rule_classes
 
-    return tuple(all_rule_classes())
+    rules = tuple(sorted(all_rule_classes(), key=lambda rule: rule.code))
+    check_contract(rules)
+    return rules
+
+
+def check_contract(rules: Iterable[type[Rule]]) -> None:
+    """Raise RuleContractError naming every rule that breaks the contract of cglint/rule.py,
+    and every category without a rule (a category module that failed to ship)."""
+    from cglint.engine.walk import DISPATCHED
+
+    rules = list(rules)
+    problems = [problem for rule in rules for problem in contract_problems(rule, DISPATCHED)]
+    for attribute in ("code", "name"):
+        seen: dict[str, str] = {}
+        for rule in rules:
+            value = getattr(rule, attribute, None)
+            if value in seen:
+                problems.append(f"{rule.__name__} and {seen[value]} share the {attribute} {value!r}")
+            seen.setdefault(value, rule.__name__)
+    empty = [c for c in CATEGORIES if c != "internal" and not any(r.category == c for r in rules)]
+    if empty:
+        problems.append(f"no rule in categories {', '.join(empty)}: is a module of rules/ missing?")
+    if problems:
+        raise RuleContractError("broken rule catalogue:\n  " + "\n  ".join(problems))
 
 
 def by_code() -> dict[str, type[Rule]]:

@@ -375,7 +375,7 @@ def _findings(hits: list["RawHit"], checked: set[Path], fixable: Optional[dict] 
                 trace=trace,
             )
         )
-        if fixable is not None and hasattr(hit.rule, "fix"):
+        if fixable is not None and hit.rule.can_fix():
             fixable[finding] = hit
     return findings
 

@@ -10,16 +10,21 @@ Example lines that must be flagged end with a marker comment `# expect: CG101`.
 """
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Optional, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Collection, Iterable, Optional, Union
 
 if TYPE_CHECKING:
     import libcst as cst
 
     from cglint.engine.context import Context
+    from cglint.fix import FixContext
+
+    # What `fix` returns: a replacement for the node, its removal, or {original: replacement}.
+    FixResult = Union[cst.CSTNode, cst.RemovalSentinel, dict[cst.CSTNode, Union[cst.CSTNode, cst.RemovalSentinel]]]
 
 CATEGORIES = (
     "sync",
@@ -41,13 +46,16 @@ REGION = "region"  # code that runs while a graph is being captured
 REPLAY = "replay"  # code that runs after a capture, between replays
 CAPTURE = "capture"  # the capture site itself (`with torch.cuda.graph(...)`, capture_begin(), make_graphed_callables(...))
 RUNTIME = "runtime"  # reported by the runtime verifier only
+SCOPES = (REGION, REPLAY, CAPTURE, RUNTIME)
 
 EXPECT_MARKER = re.compile(r"#\s*expect:\s*(CG\d{3}(?:\s*,\s*CG\d{3})*)")
 
 
 @dataclass(frozen=True)
 class Hit:
-    """A rule's verdict on one node: where, plus values for the message template."""
+    """A rule's verdict on one node: where, plus values for the message template.
+
+    `{expr}` in a template is the flagged node's code unless `details` says otherwise."""
 
     node: "cst.CSTNode"
     details: dict[str, Any] = field(default_factory=dict)
@@ -74,6 +82,15 @@ class Rule:
         """Yield the hazardous nodes (or Hits with message details) found at `node`."""
         return ()
 
+    def fix(self, node: "cst.CSTNode", ctx: "FixContext") -> Optional["FixResult"]:
+        """An edit of the reported `node` that keeps what the GPU computes, or None where no
+        edit is safe (cglint/fix.py applies it and keeps it only if the check agrees)."""
+        return None
+
+    @classmethod
+    def can_fix(cls) -> bool:
+        return cls.fix is not Rule.fix
+
     def format_message(self, details: dict[str, Any]) -> str:
         try:
             return self.message.format(**details)
@@ -83,6 +100,51 @@ class Rule:
     @classmethod
     def doc(cls) -> "RuleDoc":
         return RuleDoc.of(cls)
+
+
+def rules_defined_in(namespace: dict[str, Any]) -> tuple[type[Rule], ...]:
+    """The rules a module's namespace defines, in the order it defines them (imported ones
+    are not its own)."""
+    return tuple(
+        value for value in list(namespace.values())
+        if isinstance(value, type) and issubclass(value, Rule) and value is not Rule and value.__module__ == namespace["__name__"]
+    )
+
+
+_NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+_TEXTS = ("summary", "message", "fix_hint", "why", "fix_safety")
+
+
+def contract_problems(rule: type[Rule], dispatched: Collection[type]) -> list[str]:
+    """What is wrong with a rule class, given the node types the walk hands to rules."""
+    problems = []
+    missing = [a for a in ("code", "name", "category", "severity", *_TEXTS) if not isinstance(getattr(rule, a, None), str) or not getattr(rule, a)]
+    if missing:
+        return [f"{rule.__name__} lacks {', '.join(missing)}"]
+    if not re.fullmatch(r"CG\d{3}", rule.code):
+        problems.append(f"code {rule.code!r} is not CG plus three digits")
+    if not _NAME.fullmatch(rule.name):
+        problems.append(f"name {rule.name!r} is not kebab-case")
+    if rule.category not in CATEGORIES:
+        problems.append(f"category {rule.category!r} is not one of {', '.join(CATEGORIES)}")
+    if rule.severity not in SEVERITIES:
+        problems.append(f"severity {rule.severity!r} is not one of {', '.join(SEVERITIES)}")
+    if rule.scope not in SCOPES:
+        problems.append(f"scope {rule.scope!r} is not one of {', '.join(SCOPES)}")
+    if rule.scope == RUNTIME:
+        if rule.nodes or rule.check is not Rule.check or rule.can_fix():
+            problems.append("a runtime rule is reported by the verifier: it has no nodes, check or fix")
+    else:
+        if not rule.nodes:
+            problems.append("names no node types in `nodes`")
+        never = [getattr(kind, "__name__", repr(kind)) for kind in rule.nodes if kind not in dispatched]
+        if never:
+            problems.append(f"`nodes` names {', '.join(never)}, which the walk never hands to rules (cglint/engine/walk.py DISPATCHED)")
+        if rule.check is Rule.check:
+            problems.append("does not define check()")
+    if rule.can_fix() and list(inspect.signature(rule.fix).parameters) != ["self", "node", "ctx"]:
+        problems.append("fix() must take (self, node, ctx)")
+    return [f"{rule.code} {rule.__name__}: {problem}" for problem in problems]
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import libcst as cst
 
-from cglint.engine.syntax import code_of
 from cglint.rule import Hit, Rule
 
 
@@ -117,7 +116,7 @@ with torch.cuda.graph(g):
             parts = [p for c in conditions(node) for p in operands(c)]
         for part in parts:
             if ctx.is_device_tensor(part):
-                yield Hit(part, {"expr": code_of(part)})
+                yield part
                 return
 
 
@@ -178,7 +177,7 @@ with torch.cuda.graph(g):
             for expr in _state_reads(part):
                 state = ctx.changing_state(expr)
                 if state:
-                    yield Hit(node.test, {"state": state, "expr": code_of(node.test)})
+                    yield Hit(node.test, {"state": state})
                     return
 
 
@@ -197,6 +196,3 @@ def _state_reads(expr: cst.BaseExpression):
             stack.extend((current.left, current.right))
         elif isinstance(current, cst.UnaryOperation):
             stack.append(current.expression)
-
-
-RULES = (TensorCondition, HostStateCondition)

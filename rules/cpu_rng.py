@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from cglint.engine.syntax import code_of, dotted_name, keyword
-from cglint.rule import Hit, Rule
+from cglint.engine.syntax import dotted_name, keyword
+from cglint.engine.values import Kind
+from cglint.rule import Rule
 
 _FROZEN = "is drawn once, at capture; every replay reuses the same value"
 
@@ -56,11 +57,11 @@ with torch.cuda.graph(g):
     def check(self, node, ctx):
         name = ctx.call_name(node) or ""
         if name.startswith("random.") and name not in ("random.Random", "random.SystemRandom"):
-            yield Hit(node, {"expr": code_of(node)})
+            yield node
             return
         method = ctx.method(node)
         if method is not None and ctx.value(method[0]).tag == "python_rng":
-            yield Hit(node, {"expr": code_of(node)})
+            yield node
 
 
 class NumpyRandom(Rule):
@@ -102,11 +103,11 @@ with torch.cuda.graph(g):
     def check(self, node, ctx):
         name = ctx.call_name(node) or ""
         if name.startswith("numpy.random.") and name not in ("numpy.random.default_rng", "numpy.random.Generator"):
-            yield Hit(node, {"expr": code_of(node)})
+            yield node
             return
         method = ctx.method(node)
         if method is not None and ctx.value(method[0]).tag == "numpy_rng":
-            yield Hit(node, {"expr": code_of(node)})
+            yield node
 
 
 class HostRngToDevice(Rule):
@@ -158,10 +159,10 @@ with torch.cuda.graph(g):
             return
         receiver, name = method
         value = ctx.value(receiver)
-        if not (value.random and value.kind.value == "cpu_tensor"):
+        if not (value.random and value.kind == Kind.CPU_TENSOR):
             return
         if name == "cuda" or (name == "to" and ctx.to_device(node) == "device"):
-            yield Hit(node, {"expr": code_of(node)})
+            yield node
 
     def fix(self, node, ctx):
         # `torch.randn(shape).cuda()` -> `torch.randn(shape, device="cuda")`: only a factory call
@@ -233,7 +234,7 @@ with torch.cuda.graph(g):
         # Only a known generator: `generator=generator` forwarding an optional argument
         # that is None at every call site must not be flagged.
         if ctx.value(generator).tag == "generator":
-            yield Hit(node, {"expr": code_of(node)})
+            yield node
 
 
 class GeneratorInRegion(Rule):
@@ -273,7 +274,7 @@ with torch.cuda.graph(g):
 
     def check(self, node, ctx):
         if ctx.call_name(node) in ("torch.Generator", "torch.cuda.Generator"):
-            yield Hit(node, {"expr": code_of(node)})
+            yield node
 
 
 class RngStateInRegion(Rule):
@@ -322,12 +323,74 @@ with torch.cuda.graph(g):
 
     def check(self, node, ctx):
         if ctx.call_name(node) in self._NAMES:
-            yield Hit(node, {"expr": code_of(node)})
+            yield node
             return
         method = ctx.method(node)
         if method is not None and method[1] in ("manual_seed", "seed", "get_state", "set_state", "initial_seed"):
             if ctx.value(method[0]).tag == "generator":
-                yield Hit(node, {"expr": code_of(node)})
+                yield node
 
 
-RULES = (PythonRandom, NumpyRandom, HostRngToDevice, CustomGenerator, GeneratorInRegion, RngStateInRegion)
+class HostRngNumber(Rule):
+    code = "CG307"
+    name = "cpu-rng-number"
+    category = "cpu-rng"
+    severity = "warning"
+    summary = "Reads numbers drawn by the CPU torch RNG into Python inside a captured region: `torch.rand(()).item()`, `float(torch.rand(1))`, `.tolist()`."
+    message = "`{expr}` " + _FROZEN
+    fix_hint = "Draw on the device (`torch.rand((), device=x.device)`) and keep the number a tensor."
+    why = """A tensor drawn without `device=` lives in host memory, so reading it back is no
+    sync and the capture succeeds; but the CPU generator runs once, at capture, and
+    the number becomes a constant kernel argument. Replays reuse it: dropout rates,
+    noise scales or sampling thresholds drawn this way stop being random, silently."""
+    nodes = (cst.Call,)
+    invalid = (
+        '''
+import torch
+
+def jitter(x):
+    scale = torch.rand(()).item()  # expect: CG307
+    return x * (1.0 + 0.1 * scale)
+
+with torch.cuda.graph(g):
+    out = jitter(static_x)
+''',
+    )
+    valid = (
+        '''
+import torch
+
+def jitter(x):
+    scale = torch.rand((), device=x.device)
+    return x * (1.0 + 0.1 * scale)
+
+with torch.cuda.graph(g):
+    out = jitter(static_x)
+''',
+        '''
+import torch
+
+def jitter(x, scale):
+    return x * (1.0 + 0.1 * scale)
+
+scale = torch.rand(()).item()
+with torch.cuda.graph(g):
+    out = jitter(static_x, scale)
+''',
+    )
+
+    def check(self, node, ctx):
+        method = ctx.method(node)
+        if method is not None and method[1] in _NUMBER_READS and not node.args:
+            drawn = method[0]
+        elif ctx.call_name(node) in _NUMBER_CASTS and len(node.args) == 1:
+            drawn = node.args[0].value
+        else:
+            return
+        value = ctx.value(drawn)
+        if value.random and value.kind == Kind.CPU_TENSOR:
+            yield node
+
+
+_NUMBER_READS = frozenset({"item", "tolist"})
+_NUMBER_CASTS = frozenset({"float", "int", "bool", "complex"})

@@ -74,7 +74,7 @@ def changing_number(read: cst.BaseExpression, ctx):
     in place). A module global that a function only reassigns is a setting stored once
     at start-up (`def init(tp): global TP; TP = tp`); it counts when it is updated
     (`+=`) or changed in the replay loop."""
-    if ctx.value(read).kind.value != "host":
+    if ctx.value(read).kind != Kind.HOST:
         return None
     state = ctx.changing_state(read, any_write=True)
     if not state:
@@ -129,7 +129,7 @@ with torch.cuda.graph(g):
     def check(self, node, ctx):
         for size in size_arguments(node, ctx):
             if ctx.value(size).data:
-                yield Hit(node, {"expr": code_of(node)})
+                yield node
                 return
 
 
@@ -186,8 +186,5 @@ for batch in loader:
             for read in host_reads(size, ctx):
                 state = changing_number(read, ctx)
                 if state:
-                    yield Hit(node, {"expr": code_of(node), "read": code_of(read), "state": state})
+                    yield Hit(node, {"read": code_of(read), "state": state})
                     return
-
-
-RULES = (ShapeFromData, StaleHostSize)

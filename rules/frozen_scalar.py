@@ -226,7 +226,7 @@ for _ in range(1000):
             if not any(_lr_key(t) for t in targets):
                 return
         if ctx.replay_follows():
-            yield Hit(node, {"expr": code_of(node)})
+            yield node
 
 
 def _lr_key(target: cst.BaseExpression) -> bool:
@@ -235,6 +235,3 @@ def _lr_key(target: cst.BaseExpression) -> bool:
         return False
     index = target.slice[0].slice
     return isinstance(index, cst.Index) and string_value(index.value) == "lr"
-
-
-RULES = (FrozenHostValue, LrChangedForCapturedStep)

@@ -66,7 +66,7 @@ print("forward", tuple(static_out.shape))
             return
         if any(ctx.is_tensor(arg.value) for arg in node.args if arg.keyword is None):
             return  # print(tensor): CG103 reports it (the formatting fails capture first)
-        yield Hit(node, {"expr": code_of(node)})
+        yield node
 
 
 class LoggingInCapture(Rule):
@@ -122,7 +122,7 @@ for step in range(10):
 
     def check(self, node, ctx):
         if ctx.call_name(node) in ctx.api.host_effect.logging:
-            yield Hit(node, {"expr": code_of(node)})
+            yield node
             return
         method = ctx.method(node)
         if method is None or method[1] not in ctx.api.host_effect.logger_methods:
@@ -132,7 +132,7 @@ for step in range(10):
         # A logger by its constructor, or by the names loggers get (`logger`, `self.log`);
         # `math.log`-like names are calls of a function, never a receiver of `.info()`.
         if ctx.value(receiver).tag == "logger" or leaf in ctx.api.host_effect.logger_names:
-            yield Hit(node, {"expr": code_of(node)})
+            yield node
 
 
 class FileIOInCapture(Rule):
@@ -181,12 +181,12 @@ torch.save(static_out, "out.pt")
 
     def check(self, node, ctx):
         if ctx.call_name(node) in ctx.api.host_effect.file_io:
-            yield Hit(node, {"expr": code_of(node)})
+            yield node
             return
         method = ctx.method(node)
         if method is not None and method[1] in ctx.api.host_effect.summary_writer_methods:
             if ctx.value(method[0]).tag == "summary_writer":
-                yield Hit(node, {"expr": code_of(node)})
+                yield node
 
 
 def _outlives_call(target: cst.BaseExpression, ctx) -> bool:
@@ -272,7 +272,7 @@ for _ in range(3):
                 return
             container = subscripts[0].value
         if _outlives_call(container, ctx) and ctx.value(container).kind == Kind.HOST and not _lazy(node, ctx):
-            yield Hit(node, {"expr": code_of(node), "container": code_of(container)})
+            yield Hit(node, {"container": code_of(container)})
 
 
 def _lazy(node, ctx) -> bool:
@@ -358,7 +358,7 @@ for _ in range(3):
             return
         value = ctx.value(target)
         if value.kind == Kind.HOST:  # a device tensor counter updated in place is captured
-            yield Hit(node, {"expr": code_of(node), "counter": code_of(target)})
+            yield Hit(node, {"counter": code_of(target)})
 
 
 class TimerInCapture(Rule):
@@ -407,7 +407,7 @@ elapsed = time.perf_counter() - start
 
     def check(self, node, ctx):
         if ctx.call_name(node) in ctx.api.host_effect.timers:
-            yield Hit(node, {"expr": code_of(node)})
+            yield node
 
 
 class ProgressBarInCapture(Rule):
@@ -455,12 +455,9 @@ for _ in tqdm(range(100)):
 
     def check(self, node, ctx):
         if ctx.value(node).tag == "progress_bar" and ctx.call_name(node) in ctx.api.objects:
-            yield Hit(node, {"expr": code_of(node)})
+            yield node
             return
         method = ctx.method(node)
         if method is not None and method[1] in ctx.api.host_effect.progress_bar_methods:
             if ctx.value(method[0]).tag == "progress_bar":
-                yield Hit(node, {"expr": code_of(node)})
-
-
-RULES = (PrintInCapture, LoggingInCapture, FileIOInCapture, HostContainerMutation, HostCounter, TimerInCapture, ProgressBarInCapture)
+                yield node

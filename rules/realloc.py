@@ -163,7 +163,7 @@ with torch.cuda.graph(g):
     def check(self, node, ctx):
         name = ctx.call_name(node)
         if name in ctx.api.factories.from_host_data and ctx.is_device_tensor(node):
-            yield Hit(node, {"expr": code_of(node)})
+            yield node
             return
         method = ctx.method(node)
         if method is None:
@@ -173,7 +173,7 @@ with torch.cuda.graph(g):
         if value.kind != Kind.CPU_TENSOR or value.random:  # random host tensors: CG303
             return
         if method_name == "cuda" or (method_name == "to" and ctx.to_device(node) == "device"):
-            yield Hit(node, {"expr": code_of(node)})
+            yield node
 
 
 class ResizeInCapture(Rule):
@@ -219,7 +219,7 @@ with torch.cuda.graph(g):
     def check(self, node, ctx):
         method = ctx.method(node)
         if method is not None and method[1] in ("resize_", "resize_as_") and ctx.maybe_tensor(method[0]):
-            yield Hit(node, {"expr": code_of(node)})
+            yield node
 
 
 class DeleteCaptured(Rule):
@@ -268,6 +268,3 @@ del static_x, static_y, g
             if name and ctx.replay_follows():
                 yield Hit(node, {"name": name})
                 return
-
-
-RULES = (RebindCaptured, HostToDevice, ResizeInCapture, DeleteCaptured)

@@ -378,7 +378,7 @@ with torch.autocast("cuda", dtype=torch.float16, cache_enabled=False):
         if capture is not None and capture.kind == "make_graphed_callables":
             autocast = _caching_autocast(node, ctx.function, ctx)
             if autocast is not None:
-                yield Hit(node, {"expr": code_of(node), "autocast": code_of(autocast)})
+                yield Hit(node, {"autocast": code_of(autocast)})
 
     def fix(self, node, ctx):
         return _autocast_fix(node, ctx)
@@ -425,7 +425,7 @@ with torch.cuda.graph(g):
 
     def check(self, node, ctx):
         if ctx.call_name(node) in ctx.api.setup.checkpoint and not _is_false(keyword(node, "preserve_rng_state")):
-            yield Hit(node, {"expr": code_of(node)})
+            yield node
 
 
 class OptimizerNotCapturable(Rule):
@@ -475,7 +475,7 @@ with torch.cuda.graph(g):
             return
         flag = keyword(optimizer.origin.call, "capturable")
         if flag is None or _is_false(flag):
-            yield Hit(node, {"expr": code_of(node), "optimizer": code_of(method[0])})
+            yield Hit(node, {"optimizer": code_of(method[0])})
 
 
 class HooksOnGraphedModule(Rule):
@@ -592,7 +592,7 @@ graphed = torch.cuda.make_graphed_callables(model, (sample,), num_warmup_iters=1
             if not _on_side_stream(value.origin.call, value.origin.function, ctx):
                 problems.append("built on the default stream")
             if problems:
-                yield Hit(node, {"expr": code_of(node), "problem": " and ".join(problems)})
+                yield Hit(node, {"problem": " and ".join(problems)})
                 return
 
 
@@ -650,7 +650,7 @@ def main():
         entries = _entries(capture, ctx)
         compiled = [c for c in entries if _compiled(c, ctx)]
         if compiled and _whole_story(entries, before, ctx) and not _warmupcalls_in(entries, before):
-            yield Hit(compiled[0], {"expr": code_of(compiled[0])})
+            yield compiled[0]
 
 
 def _does_work(statements, ctx) -> bool:
@@ -720,7 +720,7 @@ with torch.cuda.graph(g):
         if not any(isinstance(n, cst.Call) and ctx.call_name(n) in ctx.api.capture.capturing_check for n in [node.test, *descendants(node.test)]):
             return
         if isinstance(node, cst.IfExp):
-            yield Hit(node.test, {"expr": code_of(node.test)})
+            yield node.test
             return
         body = list(node.body.body)
         if node.orelse is not None:
@@ -730,23 +730,9 @@ with torch.cuda.graph(g):
         else:
             other = []
         if _does_work(body, ctx) and _does_work(other, ctx):
-            yield Hit(node.test, {"expr": code_of(node.test)})
+            yield node.test
 
 
 def _returns(stmt) -> bool:
     return isinstance(stmt, cst.SimpleStatementLine) and any(isinstance(s, cst.Return) for s in stmt.body)
 
-
-# --- memory ----------------------------------------------------------------------------
-RULES = (
-    CaptureWithoutWarmup,
-    WarmupOnDefaultStream,
-    AutocastCacheAroundCapture,
-    CheckpointRngState,
-    OptimizerNotCapturable,
-    HooksOnGraphedModule,
-    DdpCaptureSetup,
-    CompiledFirstCalledInCapture,
-    CaptureOnlyBranch,
-    AutocastCacheGraphedCallables,
-)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from cglint.engine.syntax import code_of, identifiers, is_true, keyword, positional
-from cglint.rule import Hit, Rule
+from cglint.engine.syntax import identifiers, is_true, keyword, positional
+from cglint.rule import Rule
 
 _CAPTURE_FAILS = "capture fails with cudaErrorStreamCaptureUnsupported"
 
@@ -70,12 +70,13 @@ with torch.cuda.graph(g):
         method = ctx.method(node)
         if method is not None:
             receiver, name = method
-            if name == "item" and not node.args and ctx.maybe_tensor(receiver):
-                yield Hit(node, {"expr": code_of(node)})
+            # A tensor in host memory is read without waiting for the GPU (CG307 covers host draws).
+            if name == "item" and not node.args and ctx.maybe_tensor(receiver) and not ctx.is_host_tensor(receiver):
+                yield node
             return
         if ctx.call_name(node) in ("float", "int", "bool", "complex") and len(node.args) == 1:
-            if ctx.is_tensor(node.args[0].value):
-                yield Hit(node, {"expr": code_of(node)})
+            if ctx.is_device_tensor(node.args[0].value):
+                yield node
 
 
 class DeviceToHost(Rule):
@@ -131,12 +132,10 @@ with torch.cuda.graph(g):
         if method is None:
             return
         receiver, name = method
-        if name in ("cpu", "tolist", "numpy") and ctx.maybe_tensor(receiver):
-            if name != "numpy" or ctx.is_tensor(receiver) or ctx.value(receiver).kind.value == "unknown":
-                yield Hit(node, {"expr": code_of(node)})
-        elif name == "to" and ctx.maybe_tensor(receiver) and ctx.to_device(node) == "cpu":
-            if not ctx.is_host_tensor(receiver):
-                yield Hit(node, {"expr": code_of(node)})
+        if not ctx.maybe_tensor(receiver) or ctx.is_host_tensor(receiver):
+            return  # copying a tensor that is already in host memory waits for nothing
+        if name in ("cpu", "tolist", "numpy") or (name == "to" and ctx.to_device(node) == "cpu"):
+            yield node
 
 
 class TensorFormatted(Rule):
@@ -182,13 +181,13 @@ print("hidden", out)
         if isinstance(node, cst.FormattedString):
             for part in node.parts:
                 if isinstance(part, cst.FormattedStringExpression) and ctx.is_tensor(part.expression):
-                    yield Hit(node, {"expr": code_of(node)})
+                    yield node
                     return
             return
         name = ctx.call_name(node)
         if name in ("print", "str", "repr", "format"):
             if any(ctx.is_tensor(arg.value) for arg in node.args if arg.keyword is None):
-                yield Hit(node, {"expr": code_of(node)})
+                yield node
 
 
 class ExplicitSync(Rule):
@@ -248,13 +247,13 @@ torch.cuda.synchronize()
     def check(self, node, ctx):
         name = ctx.call_name(node)
         if name in ("torch.cuda.synchronize", "torch.synchronize", "torch.cuda.current_stream.synchronize"):
-            yield Hit(node, {"expr": code_of(node)})
+            yield node
             return
         method = ctx.method(node)
         if method is not None and method[1] in ("synchronize", "query"):
             value = ctx.value(method[0])
             if value.tag in ("stream", "event"):
-                yield Hit(node, {"expr": code_of(node)})
+                yield node
 
     def fix(self, node, ctx):
         statement = ctx.parent(node)
@@ -308,14 +307,14 @@ with torch.cuda.graph(g):
     def check(self, node, ctx):
         name = ctx.call_name(node)
         if name in self._FUNCTIONS:
-            yield Hit(node, {"expr": code_of(node)})
+            yield node
             return
         if name == "torch.where" and len(node.args) == 1:
-            yield Hit(node, {"expr": code_of(node)})
+            yield node
             return
         method = ctx.method(node)
         if method is not None and method[1] in self._METHODS and ctx.maybe_tensor(method[0]):
-            yield Hit(node, {"expr": code_of(node)})
+            yield node
 
 
 class BooleanMaskIndex(Rule):
@@ -374,7 +373,7 @@ with torch.cuda.graph(g):
         for element in node.slice:
             index = element.slice
             if isinstance(index, cst.Index) and _is_mask(index.value, ctx):
-                yield Hit(node, {"expr": code_of(node)})
+                yield node
                 return
 
 
@@ -431,11 +430,11 @@ with torch.cuda.graph(g):
     def check(self, node, ctx):
         name = ctx.call_name(node)
         if name in ("torch.unique", "torch.unique_consecutive"):
-            yield Hit(node, {"expr": code_of(node)})
+            yield node
             return
         method = ctx.method(node)
         if method is not None and method[1] in ("unique", "unique_consecutive") and ctx.maybe_tensor(method[0]):
-            yield Hit(node, {"expr": code_of(node)})
+            yield node
 
 
 class RepeatInterleaveNoSize(Rule):
@@ -488,7 +487,7 @@ with torch.cuda.graph(g):
             return
         if repeats is not None and not ctx.value(repeats).is_host:
             if ctx.maybe_tensor(repeats):
-                yield Hit(node, {"expr": code_of(node)})
+                yield node
 
 
 class PinMemory(Rule):
@@ -527,7 +526,7 @@ with torch.cuda.graph(g):
     def check(self, node, ctx):
         method = ctx.method(node)
         if method is not None and method[1] == "pin_memory" and not ctx.value(method[0]).is_host:
-            yield Hit(node, {"expr": code_of(node)})
+            yield node
 
 
 class GradScalerStep(Rule):
@@ -571,7 +570,7 @@ scaler.update()
         method = ctx.method(node)
         if method is not None and method[1] == "step":
             if ctx.value(method[0]).tag == "grad_scaler":
-                yield Hit(node, {"expr": code_of(node)})
+                yield node
 
 
 class ClipGradNonfinite(Rule):
@@ -613,22 +612,7 @@ with torch.cuda.graph(g):
         method = ctx.method(node)
         is_clip = name.endswith("clip_grad_norm_") or (method is not None and method[1] == "clip_grad_norm_")
         if is_clip and is_true(keyword(node, "error_if_nonfinite")):
-            yield Hit(node, {"expr": code_of(node)})
+            yield node
 
     def fix(self, node, ctx):
         return ctx.without_keyword(node, "error_if_nonfinite")
-
-
-RULES = (
-    TensorToScalar,
-    DeviceToHost,
-    TensorFormatted,
-    ExplicitSync,
-    DataDependentSize,
-    BooleanMaskIndex,
-    UniqueOp,
-    RepeatInterleaveNoSize,
-    PinMemory,
-    GradScalerStep,
-    ClipGradNonfinite,
-)

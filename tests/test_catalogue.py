@@ -5,8 +5,15 @@ import subprocess
 import sys
 from importlib import resources
 
+import libcst as cst
+import pytest
+
+import cglint.rules
 from cglint import catalogue
-from cglint.rule import CATEGORIES, SEVERITIES
+from cglint.api import check_source
+from cglint.engine.checker import Engine
+from cglint.engine.walk import DISPATCHED, DISPATCHED_STATEMENTS
+from cglint.rule import CATEGORIES, Rule
 
 
 def test_rule_index_is_generated_from_the_rule_classes():
@@ -14,17 +21,12 @@ def test_rule_index_is_generated_from_the_rule_classes():
     assert stored == catalogue.render_index(), "run: python -m cglint.catalogue > rules/index.toml"
 
 
-def test_every_rule_is_well_formed_and_in_its_category_block():
+def test_every_rule_is_in_its_category_block():
+    # The rest of a rule's form is checked when the rules load (catalogue.check_contract).
     blocks = {"sync": "1", "control-flow": "2", "cpu-rng": "3", "realloc": "4", "host-effect": "5",
               "frozen-scalar": "6", "dynamic-shape": "7", "stream": "8", "setup": "9", "memory": "9"}
-    names = set()
-    for rule in catalogue.rule_classes():
-        assert rule.code[:2] == "CG" and len(rule.code) == 5 and rule.code[2:].isdigit()
-        assert rule.category in CATEGORIES and rule.severity in SEVERITIES
-        assert rule.code[2] == blocks[rule.category], rule.code
-        assert rule.name not in names and rule.name == rule.name.lower()
-        names.add(rule.name)
-        assert rule.summary and rule.message and rule.fix_hint and rule.why
+    misplaced = [rule.code for rule in catalogue.rule_classes() if rule.code[2] != blocks[rule.category]]
+    assert misplaced == []
 
 
 def test_selectors_expand_by_code_prefix_category_and_all():
@@ -51,3 +53,129 @@ def test_readme_lists_every_rule():
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text("utf-8")
     missing = [rule.code for rule in catalogue.rule_classes() if f"| {rule.code} | {rule.category} | {rule.severity} |" not in readme]
     assert not missing, f"README rule table lacks or misstates {missing}"
+
+
+class EarlyReturn(Rule):
+    """A rule that waits for a node type the walk never hands to rules."""
+
+    code = "CG199"
+    name = "early-return"
+    category = "sync"
+    severity = "error"
+    summary = "Returns inside a captured region."
+    message = "`{expr}` returns"
+    fix_hint = "Do not."
+    why = "It never fires."
+    nodes = (cst.Return, cst.Call)
+
+    def check(self, node, ctx):
+        yield node
+
+
+def _load_with(monkeypatch, extra):
+    shipped = cglint.rules.all_rule_classes()
+    monkeypatch.setattr(cglint.rules, "all_rule_classes", lambda: [*shipped, *extra])
+    catalogue.rule_classes.cache_clear()
+    try:
+        return catalogue.rule_classes()
+    finally:
+        catalogue.rule_classes.cache_clear()
+
+
+def test_a_rule_waiting_for_a_node_the_walk_never_dispatches_fails_to_load(monkeypatch):
+    with pytest.raises(catalogue.RuleContractError) as failure:
+        _load_with(monkeypatch, [EarlyReturn])
+    assert str(failure.value) == (
+        "broken rule catalogue:\n  CG199 EarlyReturn: `nodes` names Return, which the walk never hands "
+        "to rules (cglint/engine/walk.py DISPATCHED)"
+    )
+
+
+def test_broken_declarations_fail_to_load_each_with_its_reason(monkeypatch):
+    class Misfiled(EarlyReturn):
+        code = "CG101"  # taken by tensor-to-scalar
+        name = "Misfiled"
+        category = "sinks"
+        nodes = (cst.BaseExpression,)  # an abstract type: no node is of it exactly
+
+        def fix(self, node):
+            return None
+
+    with pytest.raises(catalogue.RuleContractError) as failure:
+        _load_with(monkeypatch, [Misfiled])
+    assert str(failure.value).splitlines()[1:] == [
+        "  CG101 Misfiled: name 'Misfiled' is not kebab-case",
+        f"  CG101 Misfiled: category 'sinks' is not one of {', '.join(CATEGORIES)}",
+        "  CG101 Misfiled: `nodes` names BaseExpression, which the walk never hands to rules (cglint/engine/walk.py DISPATCHED)",
+        "  CG101 Misfiled: fix() must take (self, node, ctx)",
+        "  Misfiled and TensorToScalar share the code 'CG101'",
+    ]
+
+
+def test_a_category_whose_module_is_missing_fails_to_load(monkeypatch):
+    shipped = [r for r in cglint.rules.all_rule_classes() if r.category != "stream"]
+    monkeypatch.setattr(cglint.rules, "all_rule_classes", lambda: shipped)
+    catalogue.rule_classes.cache_clear()
+    try:
+        with pytest.raises(catalogue.RuleContractError, match="no rule in categories stream: is a module of rules/ missing"):
+            catalogue.rule_classes()
+    finally:
+        catalogue.rule_classes.cache_clear()
+
+
+def test_rules_are_found_in_their_modules_without_a_list():
+    modules = {rule.__module__.rsplit(".", 1)[-1] for rule in catalogue.rule_classes()}
+    assert {"sync", "control_flow", "cpu_rng", "realloc", "host_effect", "frozen_scalar", "dynamic_shape",
+            "stream", "setup", "memory", "runtime"} <= modules
+    assert catalogue.by_code()["CG104"].can_fix() and not catalogue.by_code()["CG101"].can_fix()
+
+
+# Every statement the walk dispatches, in a captured region, beside those it only looks into.
+EVERY_STATEMENT = """
+import torch
+
+def step(x, items, cache):
+    import math
+    global COUNT
+    y: torch.Tensor = x * 2
+    y += 1
+    z = y
+    assert z is not None
+    del z
+    if x is None:
+        return None
+    while False:
+        pass
+    for item in items:
+        pass
+    with torch.no_grad():
+        w = [v for v in items if v]
+    try:
+        raise ValueError(f"{y!r:>4}")
+    except ValueError:
+        pass
+    match cache:
+        case {"k": v}:
+            pass
+    return lambda q: q, {**cache}, items[1:2], -x, not x, x and x, x < 1 < 2, (yield from items)
+
+with torch.cuda.graph(g):
+    step(static_x, [], {})
+"""
+
+
+def test_the_dispatched_table_is_what_the_walk_dispatches(monkeypatch):
+    seen = set()
+    run_rules = Engine.run_rules
+
+    def recording(self, rules, node, walker):
+        seen.add(type(node))
+        return run_rules(self, rules, node, walker)
+
+    monkeypatch.setattr(Engine, "run_rules", recording)
+    check_source(EVERY_STATEMENT, "step.py")
+    assert seen <= DISPATCHED, seen - DISPATCHED
+    assert DISPATCHED_STATEMENTS <= seen
+    assert not seen & {cst.Return, cst.Raise, cst.Try, cst.Match, cst.Import, cst.Global, cst.Expr, cst.Pass}
+    assert {cst.Call, cst.Lambda, cst.CompIf, cst.FormattedStringExpression, cst.StarredDictElement, cst.Slice,
+            cst.ComparisonTarget, cst.BooleanOperation, cst.From, cst.Yield} <= seen

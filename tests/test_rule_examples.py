@@ -34,3 +34,34 @@ def test_bad_example_is_flagged_on_marked_lines(rule, example):
 @pytest.mark.parametrize("rule, example", list(_cases("valid")))
 def test_fixed_example_is_clean(rule, example):
     assert check_source(example, "example.py") == []
+
+
+HOST_TENSORS = '''
+import torch
+
+class Sampler(torch.nn.Module):
+    def forward(self, logits, temperature):
+        noise = torch.rand(4)  # host memory: no `device=`
+        table = torch.zeros(4)
+        weights = noise.cpu()
+        as_array = table.numpy()
+        as_list = table.tolist()
+        moved = noise.to("cpu")
+        first = table[0].item()
+        count = int(table.sum())
+        scale = noise[0].item()
+        picks = noise.tolist()
+        tokens = logits.argmax(-1).cpu()
+        return logits / temperature, tokens
+
+sampler = Sampler()
+with torch.cuda.graph(g):
+    out = sampler(static_logits, 0.7)
+'''
+
+
+def test_host_tensors_are_read_without_a_sync_and_host_draws_are_frozen():
+    """`.cpu()`, `.numpy()`, `.tolist()`, `.item()` of a tensor in host memory wait for no
+    GPU (no CG101/CG102); numbers drawn by the CPU generator are frozen at capture (CG307)."""
+    found = {(f.code, f.line) for f in check_source(HOST_TENSORS, "sampler.py")}
+    assert found == {("CG307", 14), ("CG307", 15), ("CG102", 16)}

@@ -468,7 +468,7 @@ class Engine:
                         rule,
                         walker.function.module,
                         hit.node,
-                        hit.details,
+                        {"expr": code_of(hit.node), **hit.details},  # every message may name the flagged code
                         capture,
                         job.trace if job else (capture.site,) if capture else (),
                         walker.function,

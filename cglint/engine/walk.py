@@ -13,6 +13,7 @@ Every rule is served by this single walk; no rule walks the tree itself.
 from __future__ import annotations
 
 import enum
+import inspect
 from typing import TYPE_CHECKING, Iterable, Iterator, Optional
 
 import libcst as cst
@@ -37,6 +38,21 @@ class Mode(enum.Enum):
 
 
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+
+# What `dispatch` hands to the rules, by exact node type; rules' `nodes` are checked against
+# it when they load. Keep it in step with the `self.dispatch` calls below: the statements
+# `stmt` and `small` dispatch (Return, Raise, Try, Match, Import, Global... are walked for
+# their expressions only), and every node inside an expression `expr` walks.
+DISPATCHED_STATEMENTS = frozenset({cst.If, cst.For, cst.While, cst.With, cst.Assign, cst.AnnAssign, cst.AugAssign, cst.Assert, cst.Del})
+_EXPRESSION_PARTS = (
+    cst.BaseExpression, cst.Arg, cst.BaseElement, cst.BaseDictElement, cst.SubscriptElement, cst.BaseSlice,
+    cst.CompFor, cst.CompIf, cst.ComparisonTarget, cst.BaseFormattedStringContent, cst.Asynchronous, cst.From,
+    cst.BaseBinaryOp, cst.BaseBooleanOp, cst.BaseCompOp, cst.BaseUnaryOp,
+)
+DISPATCHED = DISPATCHED_STATEMENTS | frozenset(
+    kind for kind in vars(cst).values()
+    if isinstance(kind, type) and issubclass(kind, _EXPRESSION_PARTS) and not inspect.isabstract(kind)
+)
 
 
 def suite_body(suite: cst.BaseSuite) -> list:
