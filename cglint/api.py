@@ -1,14 +1,17 @@
-"""The Python API for editors and other tools: check a source string or paths, get findings."""
+"""The Python API for editors and other tools: check a source string or paths, get findings.
+
+`select`, `extend_select` and `ignore` combine with the configuration as the command-line
+options of the same names do (selection.Selection decides for both)."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Iterable, Optional, Union
 
-from cglint import catalogue
 from cglint.check import CheckResult, check_files, check_paths
 from cglint.config import Config
 from cglint.config import load as load_config
 from cglint.findings import Finding
+from cglint.selection import Selection
 
 
 def check_source(
@@ -16,22 +19,29 @@ def check_source(
     filename: Union[str, Path] = "snippet.py",
     *,
     select: Optional[Iterable[str]] = None,
+    extend_select: Iterable[str] = (),
     ignore: Iterable[str] = (),
     config: Optional[Config] = None,
 ) -> list[Finding]:
     """Findings for one module given as text. Imports resolve against files beside `filename`."""
     path = Path(filename)
-    config = config or Config(root=path.parent.resolve() if path.parent.exists() else Path.cwd())
-    codes = catalogue.selected(list(select) if select else config.select, [*config.ignore, *ignore])
-    return check_files([path], config, codes, sources={path: text}).findings
+    config = config or _default_config(path)
+    selection = Selection.of(config, select, extend_select, ignore)
+    return check_files([path], config, selection, sources={path: text}).findings
 
 
-def check(paths: Iterable[Union[str, Path]], *, config_file: Optional[Path] = None, select: Optional[Iterable[str]] = None, ignore: Iterable[str] = ()) -> CheckResult:
+def check(
+    paths: Iterable[Union[str, Path]],
+    *,
+    config_file: Optional[Path] = None,
+    select: Optional[Iterable[str]] = None,
+    extend_select: Iterable[str] = (),
+    ignore: Iterable[str] = (),
+) -> CheckResult:
     """`cglint check` without the command line: paths in, findings and the file count out."""
     paths = [Path(p) for p in paths] or [Path(".")]
     config = load_config(config_file, paths[0])
-    codes = catalogue.selected(list(select) if select else config.select, [*config.ignore, *ignore])
-    return check_paths(paths, config, codes)
+    return check_paths(paths, config, Selection.of(config, select, extend_select, ignore))
 
 
 def fix_source(
@@ -39,6 +49,7 @@ def fix_source(
     filename: Union[str, Path] = "snippet.py",
     *,
     select: Optional[Iterable[str]] = None,
+    extend_select: Iterable[str] = (),
     ignore: Iterable[str] = (),
     config: Optional[Config] = None,
 ) -> str:
@@ -46,7 +57,12 @@ def fix_source(
     from cglint.fix import fix_files
 
     path = Path(filename)
-    config = config or Config(root=path.parent.resolve() if path.parent.exists() else Path.cwd())
-    codes = catalogue.selected(list(select) if select else config.select, [*config.ignore, *ignore])
-    change = fix_files([path], config, codes, sources={path: text}).files.get(path.resolve())
+    config = config or _default_config(path)
+    selection = Selection.of(config, select, extend_select, ignore)
+    change = fix_files([path], config, selection, sources={path: text}).files.get(path.resolve())
     return change.after if change is not None else text
+
+
+def _default_config(path: Path) -> Config:
+    """No configuration file: the defaults, with imports resolved beside `path`."""
+    return Config(root=path.parent.resolve() if path.parent.exists() else Path.cwd())

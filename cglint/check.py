@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import gc
 import os
-from functools import lru_cache
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,9 +10,10 @@ from typing import TYPE_CHECKING, Iterable, Optional
 
 from cglint import catalogue, source, suppress
 from cglint.config import Config
-from cglint.discovery import discover, matches, module_name_for, relative_to, resolved
+from cglint.discovery import discover, module_name_for, relative_to, resolved
 from cglint.engine.prefilter import CAPTURE_TOKENS, mentions, names_any
 from cglint.findings import Finding, Region
+from cglint.selection import Selection
 from cglint.syntax_checks import SyntaxChecks
 
 if TYPE_CHECKING:  # the engine (and libcst) load only when some file can hold a capture
@@ -75,18 +75,20 @@ def display_path(path: Path) -> str:
 def check_paths(
     paths: Iterable[Path],
     config: Config,
-    codes: Optional[set[str]] = None,
+    selection: Optional[Selection] = None,
     force_exclude: bool = False,
     use_cache: bool = False,
     jobs: int = 1,
 ) -> CheckResult:
+    """Check the files found under `paths`; `selection` defaults to the configuration's."""
+    selection = selection or Selection.of(config)
     files, missing = discover(list(paths), config.excludes, config.root, force_exclude)
     if not use_cache:
-        return check_files(files, config, codes, missing, jobs=jobs)
+        return check_files(files, config, selection, missing, jobs=jobs)
     from cglint import cache
 
     folder = config.root / cache.CACHE_DIR
-    settings = {"config": vars(config), "codes": sorted(codes or ()), "missing": missing, "cwd": Path.cwd()}
+    settings = {"config": vars(config), "codes": sorted(selection.codes), "missing": missing, "cwd": Path.cwd()}
     digests = {os.path.abspath(p): cache.file_digest(p) for p in files}
     key = cache.run_key(digests, settings)
     hit = cache.load(folder, key)
@@ -94,9 +96,9 @@ def check_paths(
         return CheckResult(hit[0], hit[1])
     base = cache.base_key(digests, settings)
     previous = cache.load_base(folder, base)
-    result = _reuse(previous, files, digests, config, codes, missing) if previous is not None else None
+    result = _reuse(previous, files, digests, selection, missing) if previous is not None else None
     if result is None:
-        result = check_files(files, config, codes, missing, jobs=jobs)
+        result = check_files(files, config, selection, missing, jobs=jobs)
     footprint = result.footprint
     cache.store(folder, key, result.findings, result.files_checked, result.also_read, footprint.absent if footprint else [])
     if footprint is not None:
@@ -104,10 +106,9 @@ def check_paths(
     return result
 
 
-def _reuse(previous: dict, files: list[Path], digests: dict, config: Config, codes: Optional[set[str]], missing: list[Path]) -> Optional[CheckResult]:
+def _reuse(previous: dict, files: list[Path], digests: dict, selection: Selection, missing: list[Path]) -> Optional[CheckResult]:
     """The previous run's result over the same files, if no file that changed since could
     change what the engine found; the changed files' own read and syntax errors are new."""
-    codes = _codes(config) if codes is None else codes
     read, tokens, helpers = set(previous["read"]), previous["tokens"], previous["helpers"]
     named = names_any(helpers) if helpers else None
     searches = {text: set(paths) for text, paths in previous["searches"].items()}
@@ -129,9 +130,9 @@ def _reuse(previous: dict, files: list[Path], digests: dict, config: Config, cod
         else:
             error = source.syntax_check(text) if text else None
             found = [_diagnostic(display_path(path), error)] if error else []
-        per_file[given] = _reported(found, codes, config)
+        per_file[given] = selection.reported(found)
     engine = previous["engine"]
-    lost = _reported([_diagnostic(display_path(p), _missing(p)) for p in missing], codes, config)
+    lost = selection.reported(_diagnostic(display_path(p), _missing(p)) for p in missing)
     result = sorted(set(engine + [f for found in per_file.values() for f in found] + lost), key=lambda f: f.sort_key)
     kept = {p: f for p, f in per_file.items() if f}
     footprint = Footprint(read, frozenset(tokens), frozenset(helpers), previous["searches"], [], engine, kept, previous["absent"])
@@ -158,19 +159,10 @@ def _absent(missing: list[str]) -> list[str]:
     return sorted(found)
 
 
-def _codes(config: Config) -> set[str]:
-    return catalogue.selected(config.select, config.ignore) | catalogue.expand(config.extend_select)
-
-
-def _reported(found: list[Finding], codes: set[str], config: Config) -> list[Finding]:
-    """The findings of selected codes (the tool's own diagnostics always) not ignored for their file."""
-    return [f for f in found if (f.code in codes or f.code in catalogue.TOOL_DIAGNOSTICS) and not _ignored(f, config)]
-
-
 def check_files(
     files: list[Path],
     config: Config,
-    codes: Optional[set[str]] = None,
+    selection: Optional[Selection] = None,
     missing: Iterable[Path] = (),
     sources: Optional[dict[Path, str]] = None,
     prefilter: bool = True,
@@ -180,7 +172,7 @@ def check_files(
     """Check `files`; `sources` gives the text of files that are not (or not yet) on disk.
     `prefilter=False` parses every file whole up front (the reference the fast path must
     equal); `whole_modules` parses whole every module it parses (what --fix rewrites)."""
-    codes = _codes(config) if codes is None else codes
+    selection = selection or Selection.of(config)
     diagnostics: list[Finding] = [_diagnostic(display_path(p), _missing(p)) for p in missing]
     checked = {p.resolve() for p in files}
     texts: dict[Path, str] = {}
@@ -213,14 +205,14 @@ def check_files(
     run = _EngineRun()
     if entry:
         run = _deep_stack(
-            _run_engine, texts, entry, roots, checked, config, codes, engine_diagnostics, helper_names, sources, fixable, whole_modules or not prefilter
+            _run_engine, texts, entry, roots, checked, config, selection, engine_diagnostics, helper_names, sources, fixable, whole_modules or not prefilter
         )
     read = set(run.read)  # resolved, the entry files among them
     for path, error in syntax.results(exclude=read):
         per_file.setdefault(path, []).append(_diagnostic(display_path(path), error))
-    engine = _reported(run.findings + engine_diagnostics, codes, config)
-    per_file = {path: _reported(found, codes, config) for path, found in per_file.items()}
-    result = engine + [f for found in per_file.values() for f in found] + _reported(diagnostics, codes, config)
+    engine = selection.reported(run.findings + engine_diagnostics)
+    per_file = {path: selection.reported(found) for path, found in per_file.items()}
+    result = engine + [f for found in per_file.values() for f in found] + selection.reported(diagnostics)
     result = sorted(set(result), key=lambda f: f.sort_key)
     footprint = Footprint(read, frozenset(tokens), run.helpers, run.searches, run.missing, engine, {p: f for p, f in per_file.items() if f})
     also_read = [p for p in run.read if p not in checked]
@@ -298,7 +290,7 @@ def _run_engine(*args) -> _EngineRun:
             gc.enable()
 
 
-def _engine_findings(texts, entry, roots, checked, config, codes, diagnostics, helper_names, sources=None, fixable=None, whole_modules=False) -> _EngineRun:
+def _engine_findings(texts, entry, roots, checked, config, selection, diagnostics, helper_names, sources=None, fixable=None, whole_modules=False) -> _EngineRun:
     from cglint.engine.checker import Engine
     from cglint.engine.project import Project
 
@@ -310,7 +302,7 @@ def _engine_findings(texts, entry, roots, checked, config, codes, diagnostics, h
         project.module_for_path = lambda path, text=None: load(path, given.get(path.resolve()) if text is None else text)  # type: ignore[method-assign]
     for root in dict.fromkeys(roots):
         project.add_root(root)
-    rules = [rule() for rule in catalogue.rule_classes() if rule.code in codes and rule.scope != "runtime"]
+    rules = [rule() for rule in catalogue.rule_classes() if selection.runs(rule.code) and rule.scope != "runtime"]
     engine = Engine(project, rules, config.capture_functions, config.captured, on_error=lambda m, e: _internal(diagnostics, m, e))
     modules = [m for m in (project.module_for_path(p, texts[p]) for p in entry) if m is not None]
     engine.discover_modules(modules)
@@ -326,7 +318,7 @@ def _engine_findings(texts, entry, roots, checked, config, codes, diagnostics, h
     hits = engine.run()
     if KEEP_TREES:
         _kept.append(engine)
-    return _EngineRun(_findings(hits, checked, fixable), project.attempted_paths(), frozenset(helpers), project.searches, project.missing)
+    return _EngineRun(_findings(hits, checked, selection, fixable), project.attempted_paths(), frozenset(helpers), project.searches, project.missing)
 
 
 def _internal(diagnostics: list[Finding], module: "ModuleInfo", exc: BaseException) -> None:
@@ -342,7 +334,7 @@ def _diagnostic(path: str, error: source.SourceError) -> Finding:
     return Finding(path, error.line, error.column, error.line, error.column, error.code, "internal", severity, error.message, "")
 
 
-def _findings(hits: list["RawHit"], checked: set[Path], fixable: Optional[dict] = None) -> list[Finding]:
+def _findings(hits: list["RawHit"], checked: set[Path], selection: Selection, fixable: Optional[dict] = None) -> list[Finding]:
     from cglint.engine.positions import Positions  # the engine loads lazily
 
     positions = Positions()
@@ -356,7 +348,7 @@ def _findings(hits: list["RawHit"], checked: set[Path], fixable: Optional[dict] 
         if span is None:
             continue
         lines = hit.module.file.lines[span.start.line - 1 : span.end.line]
-        if suppress.is_suppressed(hit.rule.code, lines[:1] + lines[-1:]):
+        if selection.suppressed(hit.rule.code, lines):
             continue
         region, trace = _region_and_trace(hit, positions)
         findings.append(
@@ -406,17 +398,3 @@ def _region_and_trace(hit: "RawHit", positions: "Positions") -> tuple[Optional[R
 
         trace.append(step(TraceStep(function.module, function.node, function.qualname), function.node.name))
     return region, tuple(trace)
-
-
-def _ignored(finding: Finding, config: Config) -> bool:
-    path = Path(finding.path)
-    return any(
-        finding.code in _expanded(tuple(codes)) and matches(path, pattern, config.root)
-        for pattern, codes in config.per_file_ignores.items()
-    )
-
-
-@lru_cache(maxsize=None)
-def _expanded(codes: tuple) -> frozenset:
-    return frozenset(catalogue.expand(codes))
-

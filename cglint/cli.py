@@ -106,12 +106,12 @@ def run_check(args: argparse.Namespace) -> int:
     from cglint import catalogue, config as config_module
     from cglint.check import check_paths
     from cglint.report import FORMATS, write_report
+    from cglint.selection import Selection
 
     paths = args.paths or [Path(".")]
     try:
         config = config_module.load(args.config, paths[0] if paths[0].exists() else Path("."))
-        codes = catalogue.selected(args.select or config.select, [*config.ignore, *args.ignore])
-        codes |= catalogue.expand([*config.extend_select, *args.extend_select])
+        selection = Selection.of(config, args.select, args.extend_select, args.ignore)
     except (config_module.ConfigError, catalogue.UnknownSelector) as exc:
         raise UsageError(str(exc)) from None
     if args.jobs is not None and args.jobs < 1:
@@ -135,7 +135,7 @@ def run_check(args: argparse.Namespace) -> int:
     if args.fix or args.diff:
         from cglint.fix import fix_paths
 
-        outcome = fix_paths(paths, config, codes, force_exclude=args.force_exclude)
+        outcome = fix_paths(paths, config, selection, force_exclude=args.force_exclude)
         if args.diff:
             with _output(args.output_file) as stream:
                 stream.write(outcome.diff())
@@ -146,7 +146,7 @@ def run_check(args: argparse.Namespace) -> int:
         result = outcome.result
         notes.append(f"Fixed {_count(outcome.fixed)} in {_count(len(outcome.files), 'file')}." if outcome.fixed else "Nothing to fix.")
     else:
-        result = check_paths(paths, config, codes, force_exclude=args.force_exclude, use_cache=not args.no_cache, jobs=jobs)
+        result = check_paths(paths, config, selection, force_exclude=args.force_exclude, use_cache=not args.no_cache, jobs=jobs)
     findings = result.findings
     if args.add_noqa:
         _note(f"Added {_count(add_noqa(findings), 'noqa directive')}.")

@@ -28,6 +28,7 @@ from cglint.check import CheckResult, check_files
 from cglint.config import Config
 from cglint.engine.syntax import children
 from cglint.findings import Finding
+from cglint.selection import Selection
 
 MAX_PASSES = 10
 Replacement = Union[cst.CSTNode, cst.RemovalSentinel]
@@ -266,12 +267,12 @@ def _rejected(before: CheckResult, after: CheckResult, edits: list[Edit]) -> lis
 
 
 def fix_files(
-    files: list[Path], config: Config, codes: Optional[set[str]] = None, missing: Iterable[Path] = (), sources: Optional[dict[Path, str]] = None
+    files: list[Path], config: Config, selection: Optional[Selection] = None, missing: Iterable[Path] = (), sources: Optional[dict[Path, str]] = None
 ) -> FixOutcome:
     """Fix `files` (and the modules their captures reach) in memory; `sources` gives texts not on disk."""
     missing = list(missing)
     texts: dict[Path, str] = {p.resolve(): t for p, t in (sources or {}).items()}  # resolved path -> current text
-    result = check_files(files, config, codes, missing, sources=_sources(texts, files), whole_modules=True)
+    result = check_files(files, config, selection, missing, sources=_sources(texts, files), whole_modules=True)
     done: dict[Path, FileFix] = {}
     rejected: set[tuple] = set()
     for _ in range(MAX_PASSES):
@@ -296,7 +297,7 @@ def fix_files(
         if not fixed:
             continue
         candidate = {**texts, **{path: text for path, (_, text, _) in fixed.items()}}
-        after = check_files(files, config, codes, missing, sources=_sources(candidate, files), whole_modules=True)
+        after = check_files(files, config, selection, missing, sources=_sources(candidate, files), whole_modules=True)
         bad = _rejected(result, after, applied)
         if bad:
             rejected |= {e.key for e in bad}
@@ -314,8 +315,8 @@ def _sources(texts: dict[Path, str], files: list[Path]) -> dict[Path, str]:
     return {**texts, **{p: texts[p.resolve()] for p in files if p.resolve() in texts}}
 
 
-def fix_paths(paths: Iterable[Path], config: Config, codes: Optional[set[str]] = None, force_exclude: bool = False) -> FixOutcome:
+def fix_paths(paths: Iterable[Path], config: Config, selection: Optional[Selection] = None, force_exclude: bool = False) -> FixOutcome:
     from cglint.discovery import discover
 
     files, missing = discover(list(paths), config.excludes, config.root, force_exclude)
-    return fix_files(files, config, codes, missing)
+    return fix_files(files, config, selection, missing)

@@ -22,9 +22,9 @@ class CglintChecker:
         self.lines = lines
 
     def run(self) -> Iterator[tuple[int, int, str, type]]:
-        from cglint import catalogue
         from cglint import config as config_module
         from cglint.check import check_files
+        from cglint.selection import Selection
 
         text = "".join(self.lines)
         path = Path("stdin.py" if self.filename in ("-", "stdin") else self.filename)
@@ -33,8 +33,7 @@ class CglintChecker:
         except config_module.ConfigError as exc:
             yield 1, 0, f"CG000 cglint configuration error: {exc}", type(self)
             return
-        codes = catalogue.selected(config.select, config.ignore) | catalogue.expand(config.extend_select)
         target = path.resolve()
-        for f in check_files([path], config, codes, sources={path: text}).findings:
+        for f in check_files([path], config, Selection.of(config), sources={path: text}).findings:
             if f.code != "CG002" and Path(f.path).resolve() == target:  # flake8 reports syntax errors itself (E999)
                 yield f.line, max(f.column - 1, 0), f"{f.code} {f.message}", type(self)

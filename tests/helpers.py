@@ -5,9 +5,9 @@ import textwrap
 from pathlib import Path
 from typing import Optional
 
-from cglint import catalogue
 from cglint.check import check_paths
 from cglint.config import Config, from_table
+from cglint.selection import Selection
 
 
 # The families the engine tests exercise; other rules (setup, memory...) have their own tests.
@@ -36,8 +36,7 @@ def findings(root: Path, files: dict[str, str], config: Optional[dict] = None, p
     write_project(root, files)
     cfg = from_table(config, root / "cglint.toml") if config else Config(root=root)
     targets = [root / p for p in paths] if paths else [root]
-    codes = catalogue.selected(list(select), []) if select else None
-    return check_paths(targets, cfg, codes).findings
+    return check_paths(targets, cfg, Selection.of(cfg, select)).findings
 
 
 def codes_lines(results) -> set[tuple[str, int]]:

@@ -20,7 +20,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cglint import catalogue
 from cglint.check import check_files
 from cglint.config import Config
 from cglint.discovery import discover
@@ -29,7 +28,6 @@ from .helpers import functions_parsed_alone_match
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
-EVERY_RULE = catalogue.selected(None, [])
 
 FAST = settings(max_examples=25, deadline=None, database=None, suppress_health_check=list(HealthCheck), derandomize=True)
 
@@ -40,13 +38,13 @@ def fixture_projects() -> list[Path]:
 
 def check_text(path: Path, text: str, files: list[Path], config: Config) -> list:
     """Findings for `files` where `path` holds `text` (nothing is written to disk)."""
-    result = check_files(files, config, EVERY_RULE, sources={path: text})
+    result = check_files(files, config, sources={path: text})
     return [f.to_json() for f in result.findings]
 
 
 def whole_parse_findings(path: Path, text: str, files: list[Path], config: Config) -> list:
     """As check_text, with every module parsed whole (the reference for parsing functions alone)."""
-    result = check_files(files, config, EVERY_RULE, sources={path: text}, whole_modules=True)
+    result = check_files(files, config, sources={path: text}, whole_modules=True)
     return [f.to_json() for f in result.findings]
 
 

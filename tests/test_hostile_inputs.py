@@ -12,18 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from cglint import catalogue
 from cglint.check import check_paths
 from cglint.cli import main
 from cglint.config import Config
 from cglint.engine.positions import Positions
 
 CAPTURE = "import torch\ng = torch.cuda.CUDAGraph()\nx = torch.zeros(4, device='cuda')\nwith torch.cuda.graph(g):\n"
-EVERY = catalogue.selected(None, [])
 
 
 def check(root: Path, *paths: Path):
-    return check_paths(list(paths) or [root], Config(root=root), EVERY).findings
+    return check_paths(list(paths) or [root], Config(root=root)).findings
 
 
 def where(findings) -> set[tuple[str, str, int]]:
