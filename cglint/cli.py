@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     check = commands.add_parser("check", help="check files or folders statically (default: .)")
-    check.add_argument("paths", nargs="*", type=Path, metavar="PATH")
+    check.add_argument("paths", nargs="*", metavar="PATH")
     check.add_argument("--select", type=_codes, help="codes, prefixes or categories to report (comma-separated)")
     check.add_argument("--extend-select", type=_codes, default=[], help="add to the selection")
     check.add_argument("--ignore", type=_codes, default=[], help="codes, prefixes or categories not to report")
@@ -108,7 +108,7 @@ def run_check(args: argparse.Namespace) -> int:
     from cglint.report import FORMATS, write_report
     from cglint.selection import Selection
 
-    paths = args.paths or [Path(".")]
+    paths = _existing_paths(args.paths)
     try:
         config = config_module.load(args.config, paths[0] if paths[0].exists() else Path("."))
         selection = Selection.of(config, args.select, args.extend_select, args.ignore)
@@ -172,6 +172,17 @@ def run_check(args: argparse.Namespace) -> int:
     if findings and not args.exit_zero:
         return EXIT_FINDINGS
     return EXIT_CLEAN
+
+
+def _existing_paths(typed: list[str]) -> list[Path]:
+    """The paths to check; one that does not exist is a usage error, as in ruff (a mistyped
+    path in a CI step run with --exit-zero must not pass silently). A broken symbolic link
+    exists as a name and is reported as an unreadable file (CG001)."""
+    for text in typed:
+        path = Path(text)
+        if not path.exists() and not path.is_symlink():
+            raise UsageError(f"path not found: {text}")
+    return [Path(text) for text in typed] or [Path(".")]
 
 
 def _count(n: int, noun: str = "finding") -> str:
@@ -253,8 +264,22 @@ def run_rule(code: str, stream: TextIO) -> int:
             stream.write(f"{code} {name}: {text}\n")
             return EXIT_CLEAN
         raise UsageError(f"unknown rule {code!r}; `cglint rules` lists them")
-    stream.write(rule.doc().markdown())
+    _write_markdown(rule.doc().markdown(), stream)
     return EXIT_CLEAN
+
+
+def _write_markdown(text: str, stream: TextIO) -> None:
+    """Rendered by rich on a terminal (rich honours NO_COLOR and FORCE_COLOR); the
+    Markdown itself into a pipe or a file."""
+    from rich.console import Console
+
+    console = Console(file=stream, soft_wrap=False, emoji=False)
+    if console.is_terminal:
+        from rich.markdown import Markdown
+
+        console.print(Markdown(text))
+    else:
+        stream.write(text)
 
 
 def run_rules(stream: TextIO) -> int:

@@ -6,6 +6,7 @@ import codecs
 import errno
 import io
 import os
+import re
 import sys
 import tokenize
 import warnings
@@ -15,7 +16,6 @@ from typing import TYPE_CHECKING, Optional, Union
 
 if TYPE_CHECKING:
     import libcst as cst
-
 
 
 @dataclass
@@ -106,37 +106,41 @@ def parse(text: str, cpython_accepts: bool = False) -> Union["cst.Module", Sourc
     (or the file it was cut from), so it cannot be nested too deeply."""
     import libcst as cst  # loaded only for files that need it
 
-    too_deep = None if cpython_accepts else _too_deep(text)
-    if too_deep is not None:
-        return too_deep
+    refused = None if cpython_accepts else _cpython_refusal(text)
+    if refused is not None and _nested_too_deep(refused):
+        return refused
     try:
         return cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
-        return SourceError(
-            "CG002", f"syntax error: {exc.message}", line=max(exc.raw_line, 1), column=exc.raw_column + 1
-        )
+        # CPython's message and position, as for the files only CPython checks; libcst's
+        # own only where CPython accepts the text.
+        reason = _LIBCST_PREFIX.sub("", exc.message)
+        return refused or SourceError("CG002", f"syntax error: {reason}", line=max(exc.raw_line, 1), column=exc.raw_column + 1)
     except (RecursionError, MemoryError):
         return SourceError("CG002", "file is too deeply nested to parse")
     except Exception as exc:  # noqa: BLE001 - libcst raises assorted errors on odd input
-        return SourceError("CG002", f"cannot parse file: {exc}")
+        return refused or SourceError("CG002", f"cannot parse file: {exc}")
 
+
+# libcst words its messages "parser error: error at 7:2: expected ...", the position repeated.
+_LIBCST_PREFIX = re.compile(r"^(?:parser|tokenizer) error: (?:error at \d+:\d+: )?")
 
 # CPython's errors for nesting beyond what its parser supports.
 _NESTING = ("too many nested parentheses", "too many levels of indentation", "too many indentation levels", "too complex")
 _TOO_DEEP = "file is nested too deeply to parse (Python's own parser refuses it too)"
 
 
-def _too_deep(text: str) -> Optional[SourceError]:
-    """Nesting beyond what CPython's parser accepts, found by CPython's parser itself.
-
-    libcst's native parser has no such limits: thousands of nested brackets overflow its
-    stack and kill the process, and long chains of unary operators exhaust memory. Such
-    input never reaches it. Costs about a tenth of a libcst parse.
-    """
+def _cpython_refusal(text: str) -> Optional[SourceError]:
+    """Why CPython's parser refuses `text`, or None. Costs about a tenth of a libcst parse."""
     tree = cpython_tree(text)
-    if isinstance(tree, SourceError) and (tree.message == _TOO_DEEP or any(words in tree.message for words in _NESTING)):
-        return tree
-    return None
+    return tree if isinstance(tree, SourceError) else None
+
+
+def _nested_too_deep(error: SourceError) -> bool:
+    """Nesting beyond what CPython's parser accepts. libcst's native parser has no such
+    limits: thousands of nested brackets overflow its stack and kill the process, and long
+    chains of unary operators exhaust memory. Such input never reaches it."""
+    return error.message == _TOO_DEEP or any(words in error.message for words in _NESTING)
 
 
 def cpython_tree(text: str) -> Union[ast.Module, SourceError]:
@@ -187,10 +191,8 @@ def syntax_check(text: str) -> Optional[SourceError]:
     error = _compiled(text, ast.PyCF_ONLY_AST)
     if not isinstance(error, SourceError):
         return None
-    if error.message == _TOO_DEEP:
-        return error
-    if any(words in error.message for words in _NESTING):
-        return error  # never handed to libcst (see _too_deep)
+    if _nested_too_deep(error):
+        return error  # never handed to libcst
     # The running Python may be older than the file's syntax (3.12 `type` statements):
     # libcst, which knows newer grammars, has the final word; CPython places errors better.
     return error if isinstance(parse(text), SourceError) else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -185,9 +186,44 @@ def test_unreadable_and_unparsable_files_are_findings_and_the_run_goes_on(projec
     assert code == 1
 
 
-def test_missing_path_is_reported(project, capsys):
-    code, out, _ = run(["check", "--format", "json", "nope.py"], capsys)
-    assert code == 1 and json.loads(out)["findings"][0]["code"] == "CG001"
+@pytest.mark.parametrize("extra", [[], ["--exit-zero"], ["--format", "json"], ["--fix"]])
+def test_a_path_that_does_not_exist_is_a_usage_error(project, capsys, extra):
+    # As in ruff: a mistyped path in a CI step must fail it, --exit-zero or not.
+    code, out, err = run(["check", *extra, "src", "nope/"], capsys)
+    assert (code, out, err) == (2, "", "cglint: error: path not found: nope/\n")
+
+
+def test_a_broken_symbolic_link_named_on_the_command_line_is_an_unreadable_file(project, capsys):
+    (project / "gone.py").symlink_to(project / "nowhere.py")
+    code, out, _ = run(["check", "--format", "json", "gone.py"], capsys)
+    (finding,) = json.loads(out)["findings"]
+    assert code == 1 and finding["code"] == "CG001" and "broken symbolic link" in finding["message"]
+
+
+def test_a_syntax_error_reads_the_same_whether_or_not_the_file_holds_a_capture(project, capsys):
+    # A file with a capture is parsed by libcst, one without only compiled by CPython: both
+    # report CPython's message at the line and column of the unclosed bracket.
+    broken = "    y = foo(x\n\nz = 1\n"
+    (project / "src/captured.py").write_text("import torch\n\ng = torch.cuda.CUDAGraph()\nwith torch.cuda.graph(g):\n" + broken)
+    (project / "src/plain.py").write_text("import os\n\n\nif os.sep:\n" + broken)
+    code, out, _ = run(["check", "--no-cache", "--format", "json", "src/captured.py", "src/plain.py"], capsys)
+    found = [(f["path"], f["line"], f["column"], f["code"], f["message"]) for f in json.loads(out)["findings"]]
+    assert found == [
+        ("src/captured.py", 5, 12, "CG002", "syntax error: '(' was never closed"),
+        ("src/plain.py", 5, 12, "CG002", "syntax error: '(' was never closed"),
+    ]
+    code, out, _ = run(["check", "--no-cache", "src/captured.py"], capsys)
+    assert "5 |     y = foo(x\n  |            ^\n" in out
+
+
+def test_a_syntax_error_only_libcst_sees_is_worded_without_its_parser_prefix():
+    from cglint import source
+
+    # CPython accepted the text (as for a function cut from a parsed file): libcst's own
+    # words, without "parser error: error at L:C:" repeating the position.
+    error = source.parse("def f(:\n    pass\n", cpython_accepts=True)
+    assert isinstance(error, source.SourceError) and error.code == "CG002"
+    assert error.message.startswith("syntax error: expected one of ") and "error at" not in error.message
 
 
 def test_rule_and_rules_commands(capsys):
@@ -200,6 +236,24 @@ def test_rule_and_rules_commands(capsys):
     lines = out.splitlines()
     assert any(line.startswith("CG101  sync") for line in lines)
     assert any(line.startswith("CG401  realloc        warning") for line in lines)
+
+
+def test_rule_is_rendered_on_a_terminal_and_plain_markdown_when_piped(capsys, monkeypatch):
+    from cglint import catalogue
+
+    markdown = catalogue.by_code()["CG101"].doc().markdown()
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
+    assert run(["rule", "CG101"], capsys) == (0, markdown, "")
+
+    monkeypatch.setenv("FORCE_COLOR", "1")  # rich then treats the output as a terminal
+    monkeypatch.setenv("COLUMNS", "100")
+    code, out, _ = run(["rule", "CG101"], capsys)
+    assert code == 0 and "\x1b[" in out
+    text = "\n".join(line.rstrip() for line in re.sub(r"\x1b\[[0-9;]*m", "", out).splitlines())
+    assert "## CG101" not in text and "**What it does.**" not in text
+    assert "CG101 tensor-to-scalar (sync, error)" in text
+    assert "What it does. Reads a tensor element into a Python number: .item()" in text
 
 
 def test_static_check_never_imports_torch(tmp_path):

@@ -217,7 +217,7 @@ def test_directory_named_like_a_python_file(tmp_path, capsys):
 
 def test_missing_path(tmp_path, capsys):
     code, out, err = cli(capsys, "check", "--no-cache", str(tmp_path / "nope.py"))
-    assert code == 1 and "CG001" in out and "no such file" in out
+    assert (code, out) == (2, "") and err == f"cglint: error: path not found: {tmp_path / 'nope.py'}\n"
 
 
 # --- configuration and selection ---------------------------------------------------------

@@ -16,7 +16,7 @@ import pytest
 from .helpers import write_project
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGE = ("pyproject.toml", "README.md", ".pre-commit-hooks.yaml", "cglint", "rules")
+PACKAGE = ("pyproject.toml", "README.md", "LICENSE", ".pre-commit-hooks.yaml", "cglint", "rules")
 OFFLINE = re.compile(r"NewConnectionError|Temporary failure in name resolution|Network is unreachable|No matching distribution found|Could not find a version")
 
 MODEL = """
