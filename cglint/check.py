@@ -390,7 +390,7 @@ def _region_and_trace(hit: "RawHit", positions: "Positions") -> tuple[Optional[R
 
     site = hit.capture.site
     site_span = positions.of(site.module, site.node)
-    region = Region(site.module.display, site_span.start.line if site_span else 0, hit.capture.kind)
+    region = Region(site.module.display, site_span.start.line if site_span else 0, hit.capture.region_kind)
     trace = [step(s) for s in hit.trace]
     function = hit.function
     if function is not hit.capture.function and hasattr(function.node, "name"):

@@ -10,13 +10,13 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from cglint.engine.captures import capture_method
+from cglint.engine.captures import CaptureKind, capture_method
 from cglint.engine.syntax import assigned_names, calls_in, code_of, decorator_callee, descendants, dotted_name, keyword, positional
 from cglint.rule import CAPTURE, Hit, Rule
 
 def _manual(capture) -> bool:
     """Captures that do no warmup of their own (make_graphed_callables and torch.compile do)."""
-    return capture is not None and (capture.kind in ("torch.cuda.graph", "capture_begin") or capture.kind.startswith("capture helper"))
+    return capture is not None and capture.kind in (CaptureKind.GRAPH_BLOCK, CaptureKind.CAPTURE_SPAN, CaptureKind.HELPER)
 
 
 def _is_false(node: Optional[cst.BaseExpression]) -> bool:
@@ -375,7 +375,7 @@ with torch.autocast("cuda", dtype=torch.float16, cache_enabled=False):
 
     def check(self, node, ctx):
         capture = ctx.capture
-        if capture is not None and capture.kind == "make_graphed_callables":
+        if capture is not None and capture.kind is CaptureKind.GRAPHED_CALLABLES:
             autocast = _caching_autocast(node, ctx.function, ctx)
             if autocast is not None:
                 yield Hit(node, {"autocast": code_of(autocast)})
@@ -515,7 +515,7 @@ graphed = torch.cuda.make_graphed_callables(model, (sample,))
 
     def check(self, node, ctx):
         capture = ctx.capture
-        if capture is None or capture.kind != "make_graphed_callables" or not positional(node):
+        if capture is None or capture.kind is not CaptureKind.GRAPHED_CALLABLES or not positional(node):
             return
         first = positional(node)[0]
         modules = {code_of(e.value) for e in first.elements} if isinstance(first, (cst.Tuple, cst.List)) else {code_of(first)}
@@ -577,7 +577,7 @@ graphed = torch.cuda.make_graphed_callables(model, (sample,), num_warmup_iters=1
 
     def check(self, node, ctx):
         capture = ctx.capture
-        if capture is None or capture.kind != "make_graphed_callables" or not positional(node):
+        if capture is None or capture.kind is not CaptureKind.GRAPHED_CALLABLES or not positional(node):
             return
         first = positional(node)[0]
         for module in [e.value for e in first.elements] if isinstance(first, (cst.Tuple, cst.List)) else [first]:

@@ -131,3 +131,82 @@ def test_output_format_from_the_environment(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("CGLINT_OUTPUT_FORMAT", "xml")
     code, out, err = run(["check", "a.py"], capsys)
     assert code == 2 and "unknown output format 'xml'" in err
+
+
+# One hazard (a print, CG501) under every form of capture the checker knows.
+EVERY_FORM = {
+    "forms.py": '''
+        import contextlib
+
+        import torch
+
+        from serving.engine import runner_capture
+
+        g = torch.cuda.CUDAGraph()
+        x = torch.zeros(4, device="cuda")
+
+
+        @contextlib.contextmanager
+        def graph_capture(graph):
+            with torch.cuda.graph(graph):
+                yield
+
+
+        def capture_callable(fn):
+            with torch.cuda.graph(g):
+                fn()
+
+
+        def layer(t):
+            print("layer")
+            return t * 2
+
+
+        def head():
+            print("head")
+
+
+        @torch.compile(mode="reduce-overhead")
+        def compiled(t):
+            print("compiled")
+            return t + 1
+
+
+        def decode_step(t):
+            print("decode")
+            return t - 1
+
+
+        with torch.cuda.graph(g):
+            print("block")
+        g.capture_begin()
+        print("span")
+        g.capture_end()
+        graphed = torch.cuda.make_graphed_callables(layer, (x,))
+        with graph_capture(g):
+            print("helper")
+        capture_callable(head)
+        with runner_capture(g):
+            print("configured helper")
+    ''',
+}
+
+
+def test_region_kinds_in_json_name_every_form_of_capture(tmp_path, monkeypatch, capsys):
+    """The region kinds are a contract (DESIGN, JSON output): these exact strings."""
+    monkeypatch.chdir(tmp_path)
+    write_project(tmp_path, EVERY_FORM)
+    (tmp_path / "cglint.toml").write_text('select = ["CG501"]\ncapture-functions = ["runner_capture"]\ncaptured = ["decode_step"]\n')
+    code, out, _ = run(["check", "--no-cache", "--format", "json", "forms.py"], capsys)
+    assert code == 1
+    found = {(f["line"], f["region"]["line"], f["region"]["kind"]) for f in json.loads(out)["findings"]}
+    assert found == {
+        (23, 47, "make_graphed_callables"),
+        (28, 50, "capture helper capture_callable"),
+        (33, 31, "torch.compile"),
+        (38, 37, "captured (configuration)"),
+        (43, 42, "torch.cuda.graph"),
+        (45, 44, "capture_begin"),
+        (49, 48, "capture helper graph_capture"),
+        (52, 51, "capture helper serving.engine.runner_capture"),
+    }

@@ -5,6 +5,7 @@ from the symbol tables; the walker decides when to ask.
 """
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional, Union
 
@@ -19,6 +20,18 @@ if TYPE_CHECKING:
     from cglint.engine.scope import Scope
 
 
+class CaptureKind(enum.Enum):
+    """What makes code run captured. The values are the region kinds of the JSON output,
+    a stable contract: a new form gets a new member, existing values never change."""
+
+    GRAPH_BLOCK = "torch.cuda.graph"  # `with torch.cuda.graph(g):` captures its body
+    CAPTURE_SPAN = "capture_begin"  # `g.capture_begin()` ... `g.capture_end()`
+    GRAPHED_CALLABLES = "make_graphed_callables"  # captures the callables it is given
+    COMPILED = "torch.compile"  # a compiled function with CUDA graphs on (its own semantics: DESIGN, Compiled regions)
+    HELPER = "capture helper"  # a project function that captures, or one named in `capture-functions`
+    CONFIGURED = "captured (configuration)"  # a function named in `captured`
+
+
 @dataclass(frozen=True)
 class TraceStep:
     module: ModuleInfo
@@ -30,7 +43,7 @@ class TraceStep:
 class Capture:
     """One capture site and what it captures."""
 
-    kind: str  # the region kind reported in JSON
+    kind: CaptureKind
     site: TraceStep
     # A region inside a function body (a `with` block or a capture_begin span) ...
     function: Optional[FunctionInfo] = None
@@ -49,6 +62,13 @@ class Capture:
     bound: set = field(default_factory=set)
     # Calls made anywhere in the region, callees included (see call_keys).
     calls: set = field(default_factory=set)
+    # The helper's qualified name, for CaptureKind.HELPER.
+    helper: str = ""
+
+    @property
+    def region_kind(self) -> str:
+        """The region's kind as reported in JSON: "torch.cuda.graph", "capture helper pkg.capture"..."""
+        return f"{self.kind.value} {self.helper}" if self.helper else self.kind.value
 
 
 def call_keys(call: cst.Call, scope: "Scope") -> set[str]:
@@ -79,7 +99,7 @@ def capture_method(call: cst.Call) -> Optional[str]:
     return {names.begin_method: "begin", names.end_method: "end", names.replay_method: "replay"}.get(method[1])
 
 
-def captured_callables(call: cst.Call, scope: "Scope") -> Optional[tuple[str, list[cst.BaseExpression]]]:
+def captured_callables(call: cst.Call, scope: "Scope") -> Optional[tuple[CaptureKind, list[cst.BaseExpression]]]:
     """(kind, callable expressions) when `call` captures the callables it is given."""
     names = tables().capture
     qualified = scope.qualname(call.func)
@@ -89,11 +109,11 @@ def captured_callables(call: cst.Call, scope: "Scope") -> Optional[tuple[str, li
         if first is None:
             return None
         items = [e.value for e in first.elements] if isinstance(first, (cst.Tuple, cst.List)) else [first]
-        return "make_graphed_callables", items
+        return CaptureKind.GRAPHED_CALLABLES, items
     if qualified in names.compile and compiles_cudagraphs(call):
         args = positional(call)
         if args:
-            return "torch.compile", [args[0]]
+            return CaptureKind.COMPILED, [args[0]]
     return None
 
 

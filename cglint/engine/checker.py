@@ -19,7 +19,7 @@ import libcst as cst
 
 from cglint.engine import captures
 from cglint.engine.blocks import Blocks
-from cglint.engine.captures import Capture, TraceStep
+from cglint.engine.captures import Capture, CaptureKind, TraceStep
 from cglint.engine.definitions import FunctionInfo, ModuleInfo
 from cglint.engine.phases import cached_on_first_use
 from cglint.engine.project import Project
@@ -68,7 +68,7 @@ class RawHit:
 class Helper:
     """What a project function does when called: capture its `with` body or its callable arguments."""
 
-    kind: str = ""
+    name: str = ""  # the function's qualified name (the region kind says "capture helper NAME")
     context: bool = False
     callable_params: set = field(default_factory=set)
 
@@ -178,7 +178,7 @@ class Engine:
                     self.helper(capture.function)
         finally:
             self.project.only_capturing = False
-        return {h.kind.rsplit(".", 1)[-1].split()[-1] for h in self._helpers.values() if h.context or h.callable_params}
+        return {h.name.rsplit(".", 1)[-1] for h in self._helpers.values() if h.context or h.callable_params}
 
     def _guarded(self, module: ModuleInfo, work: Callable[[], None]) -> None:
         # One broken construct must not cost the user the findings of every other file.
@@ -202,7 +202,7 @@ class Engine:
             self.discover(function, initial_env(self.project, function))
             decorator = captures.compile_decorator(function, Scope(self.project, function))
             if decorator is not None:
-                self.capture_callables(function, decorator.decorator, "torch.compile", [function], tensor_args=True)
+                self.capture_callables(function, decorator.decorator, CaptureKind.COMPILED, [function], tensor_args=True)
 
     def discover(self, function: FunctionInfo, env: dict[str, Value]) -> None:
         if function.key in self._discovered:
@@ -213,7 +213,7 @@ class Engine:
     def _configured_captures(self, modules: list[ModuleInfo]) -> None:
         for name in self.captured:
             for function in self._functions_named(name, modules):
-                self.capture_callables(None, function.node, "captured (configuration)", [function])
+                self.capture_callables(None, function.node, CaptureKind.CONFIGURED, [function])
 
     def _functions_named(self, name: str, modules: list[ModuleInfo]) -> list[FunctionInfo]:
         found = self.project.resolve(name)
@@ -245,14 +245,21 @@ class Engine:
             self._push(Job(function, args, parent.capture, parent.trace + (step,), at_call=True), _job_key(function, args, at_call=True))
 
     # --- discovery callbacks ---------------------------------------------------
-    def capture_in(self, function: FunctionInfo, marker: cst.CSTNode, kind: str, label: str) -> Capture:
+    def capture_in(self, function: FunctionInfo, marker: cst.CSTNode, kind: CaptureKind, label: str, helper: str = "") -> Capture:
         key = ("in", id(marker))
         if key not in self._captures:
-            self._captures[key] = Capture(kind, TraceStep(function.module, marker, label), function=function, marker=marker, host=function)
+            step = TraceStep(function.module, marker, label)
+            self._captures[key] = Capture(kind, step, function=function, marker=marker, host=function, helper=helper)
         return self._captures[key]
 
     def capture_callables(
-        self, function: Optional[FunctionInfo], site: cst.CSTNode, kind: str, targets: list[FunctionInfo], tensor_args: bool = False
+        self,
+        function: Optional[FunctionInfo],
+        site: cst.CSTNode,
+        kind: CaptureKind,
+        targets: list[FunctionInfo],
+        tensor_args: bool = False,
+        helper: str = "",
     ) -> None:
         if not targets and function is None:
             return
@@ -261,8 +268,8 @@ class Engine:
         key = ("callables", id(site))
         capture = self._captures.get(key)
         if capture is None:
-            label = kind if function is None else code_of(site)
-            capture = Capture(kind, TraceStep(module, site, label), tensor_args=tensor_args, host=function)
+            label = kind.value if function is None else code_of(site)
+            capture = Capture(kind, TraceStep(module, site, label), tensor_args=tensor_args, host=function, helper=helper)
             self._captures[key] = capture
         capture.targets = tuple(dict.fromkeys(capture.targets + tuple(targets)))
 
@@ -363,7 +370,7 @@ class Engine:
             return self._helpers[key]
         self._helpers[key] = Helper()  # recursion guard
         self.discover(function, initial_env(self.project, function))
-        helper = Helper(kind=f"capture helper {function.qualname}")
+        helper = Helper(name=function.qualname)
         if self._is_configured(function):
             # Named in `capture-functions`: whichever way it is used, it captures.
             helper.context = True

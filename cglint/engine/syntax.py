@@ -152,7 +152,9 @@ def code_of(node: cst.CSTNode, limit: int = 60) -> str:
 
 def _code_of(node: cst.CSTNode, limit: int) -> str:
     text = " ".join(_CODE_MODULE.code_for_node(node).split())
-    text = text.replace("( ", "(").replace(" )", ")").replace("[ ", "[").replace(" ]", "]").replace(",)", ")")
+    # A trailing comma before a line break goes (`f(\n  a,\n)` reads `f(a)`); one written
+    # on the line stays: `(x,)` is a tuple.
+    text = text.replace(", )", ")").replace(", ]", "]").replace("( ", "(").replace(" )", ")").replace("[ ", "[").replace(" ]", "]")
     if len(text) <= limit:
         return text
     if isinstance(node, cst.Call):  # keep the callee readable: `decode_step(...)`

@@ -20,6 +20,7 @@ import libcst as cst
 
 from cglint.engine import captures
 from cglint.engine.api import tables
+from cglint.engine.captures import CaptureKind
 from cglint.engine.context import Context
 from cglint.engine.definitions import ClassInfo, FunctionInfo
 from cglint.engine.scope import Scope
@@ -289,38 +290,40 @@ class Walker:
 
     def with_statement(self, node: cst.With) -> None:
         self.dispatch(node)
-        kind = None
+        form, capturing = None, None
         for item in node.items:
             self.expr(item.item)
             found = self.capture_context(item.item)
-            if found and kind is None:
-                kind = found
+            if found and form is None:
+                form, capturing = found, item
             if item.asname is not None:
                 self.bind(item.asname.name, UNKNOWN)
-        if kind is None:
+        if form is None:
             self.block(suite_body(node.body))
             return
-        self.enter_region(node, kind, captures.with_label(node.items[0]))
+        kind, helper = form
+        self.enter_region(node, kind, captures.with_label(capturing), helper)
         self.block(suite_body(node.body))
         self.leave_region(node)
 
-    def capture_context(self, expr: cst.BaseExpression) -> Optional[str]:
-        """The region kind if `with expr:` captures its body."""
+    def capture_context(self, expr: cst.BaseExpression) -> Optional[tuple[CaptureKind, str]]:
+        """The region's kind (and the capture helper's name) if `with expr:` captures its body."""
         if captures.is_graph_context(expr, self.scope):
-            return "torch.cuda.graph"
+            return CaptureKind.GRAPH_BLOCK, ""
         if isinstance(expr, cst.Call):
-            if self.engine.is_configured_name(self.scope.qualname(expr.func)):
-                return f"capture helper {self.scope.qualname(expr.func)}"
+            qualified = self.scope.qualname(expr.func)
+            if self.engine.is_configured_name(qualified):
+                return CaptureKind.HELPER, qualified or ""
             for function, _ in self.callees(expr):
                 helper = self.engine.helper(function)
                 if helper.context:
-                    return helper.kind
+                    return CaptureKind.HELPER, helper.name
         return None
 
     # --- regions -----------------------------------------------------------
-    def enter_region(self, marker: cst.CSTNode, kind: str, label: str) -> None:
+    def enter_region(self, marker: cst.CSTNode, kind: CaptureKind, label: str, helper: str = "") -> None:
         if self.mode is Mode.DISCOVER:
-            self.capture = self.engine.capture_in(self.function, marker, kind, label)
+            self.capture = self.engine.capture_in(self.function, marker, kind, label, helper)
             self.in_region = True
         elif self.mode is Mode.REGION:
             if self.job is not None and marker is self.job.marker:
@@ -357,7 +360,7 @@ class Walker:
     def call(self, node: cst.Call) -> None:
         method = captures.capture_method(node)
         if method == "begin":
-            self.enter_region(node, "capture_begin", code_of(node))
+            self.enter_region(node, CaptureKind.CAPTURE_SPAN, code_of(node))
         elif method == "end":
             self.leave_region()
         elif method == "replay" and self.mode is Mode.DISCOVER:
@@ -377,7 +380,7 @@ class Walker:
         qualified = self.scope.qualname(node.func)
         if self.engine.is_configured_name(qualified) and not self.callees(node):
             # A capture function of another package, named in the configuration.
-            self.capture_targets(node, f"capture helper {qualified}", [a.value for a in node.args])
+            self.capture_targets(node, CaptureKind.HELPER, [a.value for a in node.args], helper=qualified or "")
         for function, bound in self.callees(node):
             if function.name == "__init__" and function.cls is not None:
                 args = {name: evaluate(expr, self.scope) for name, expr in self.arguments(function, node, bound)}
@@ -388,17 +391,17 @@ class Walker:
             helper = self.engine.helper(function)
             if helper.callable_params:
                 exprs = [arg for param, arg in self.arguments(function, node, True) if param in helper.callable_params]
-                self.capture_targets(node, helper.kind, exprs)
+                self.capture_targets(node, CaptureKind.HELPER, exprs, helper=helper.name)
         if self.in_region and isinstance(node.func, cst.Name):
             if node.func.value in {p.name.value for p in self.function.params}:
                 self.engine.note_parameter_call(self.function, node.func.value)
 
-    def capture_targets(self, node: cst.Call, kind: str, exprs: list, tensor_args: bool = False) -> None:
+    def capture_targets(self, node: cst.Call, kind: CaptureKind, exprs: list, tensor_args: bool = False, helper: str = "") -> None:
         if self.engine.project.only_capturing:
             # Values here were computed without the modules that hold no capture form;
             # the targets are resolved by walking this function again with every module.
             self.engine.defer(self.function, self.initial_env)
-        self.engine.capture_callables(self.function, node, kind, self.callables(exprs), tensor_args=tensor_args)
+        self.engine.capture_callables(self.function, node, kind, self.callables(exprs), tensor_args=tensor_args, helper=helper)
 
     def callables(self, exprs: Iterable[cst.BaseExpression]) -> list[FunctionInfo]:
         """The project functions (or module forwards) that callable expressions stand for."""
