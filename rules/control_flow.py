@@ -125,13 +125,13 @@ class HostStateCondition(Rule):
     name = "branch-on-changing-host-state"
     category = "control-flow"
     severity = "warning"
-    summary = "Branches on host state that the code changes between replays (counters, mode flags)."
-    message = "{state}, but this branch runs only at capture: every replay repeats the path taken then"
+    summary = "Branches or loops on host state that the code changes between replays (counters, mode flags, `self.training`, loop counts set by a method)."
+    message = "{state}, but this {construct} runs only at capture: every replay repeats the path taken then"
     fix_hint = "Make the choice on the device (`torch.where` on a device flag updated with `fill_()`), or capture one graph per mode."
     why = """Python control flow runs once, at capture. A branch on a step counter or a flag
     that changes later is frozen: replays keep executing the kernels of the path that
     was taken at capture, silently, whatever the counter or flag says now."""
-    nodes = (cst.If, cst.While, cst.IfExp)
+    nodes = (cst.If, cst.While, cst.IfExp, cst.For)
     invalid = (
         '''
 import torch
@@ -173,11 +173,19 @@ with torch.cuda.graph(g):
     )
 
     def check(self, node, ctx):
-        for part in operands(node.test):
+        if isinstance(node, cst.For):
+            # `for _ in range(self.num_steps)`: the trip count is fixed at capture like a branch.
+            bound = node.iter
+            if not (isinstance(bound, cst.Call) and ctx.call_name(bound) == "range"):
+                return
+            parts, construct = [a.value for a in bound.args], "loop"
+        else:
+            parts, construct = operands(node.test), "branch"
+        for part in parts:
             for expr in _state_reads(part):
                 state = ctx.changing_state(expr)
                 if state:
-                    yield Hit(node.test, {"state": state})
+                    yield Hit(bound if construct == "loop" else node.test, {"state": state, "construct": construct})
                     return
 
 

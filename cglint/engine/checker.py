@@ -23,10 +23,11 @@ from cglint.engine.captures import Capture, CaptureKind, TraceStep
 from cglint.engine.definitions import FunctionInfo, ModuleInfo
 from cglint.engine.phases import cached_on_first_use
 from cglint.engine.project import Project
+from cglint.engine.replay_writes import writes_of
 from cglint.engine.scope import Scope, initial_env
 from cglint.engine.state import StateFacts
 from cglint.engine.syntax import call_method, called_names, code_of, decorator_callee, descendants, dotted_name, identifiers
-from cglint.engine.values import TENSOR, Value
+from cglint.engine.values import TENSOR, Value, evaluate
 from cglint.engine.walk import Mode, Walker
 from cglint.rule import CAPTURE, REGION, REPLAY, Hit, Rule
 
@@ -101,6 +102,8 @@ class Engine:
         self._param_calls: dict[int, set[str]] = {}
         self._replayers: dict[int, FunctionInfo] = {}
         self._host_writes: dict[tuple, list] = {}
+        self._host_calls: list[tuple] = []  # (caller, callees or (call, env), after_capture)
+        self._replay_writes: Optional[dict[tuple, FunctionInfo]] = None
         self._deferred: dict[int, tuple] = {}
         self._constructions: dict[int, list] = {}
         self._construction_search: set[int] = set()
@@ -289,6 +292,8 @@ class Engine:
 
     def note_host_write(self, function: FunctionInfo, target: cst.BaseExpression, after_capture: bool) -> None:
         """Remember names and attributes assigned outside regions (state that may change between replays)."""
+        if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Attribute):
+            target = target.value  # `engine.opts["scale"] = s` changes what `self.opts` holds
         if isinstance(target, cst.Name):
             key = ("name", function.key, target.value)
         elif isinstance(target, cst.Attribute):
@@ -297,14 +302,49 @@ class Engine:
             return
         self._host_writes.setdefault(key, []).append((function, after_capture))
 
+    def note_host_call(self, caller: FunctionInfo, callees: list, call: cst.Call, env: dict, after_capture: bool) -> None:
+        """Remember calls made outside regions: setters run between replays. A call the walk
+        could not resolve is resolved again when first asked about (discovery runs before
+        every module is loaded), with the caller's variables as they were at the call."""
+        self._host_calls.append((caller, callees or (call, env), after_capture))
+        self._replay_writes = None
+
+    def note_mode_switch(self, function: FunctionInfo, after_capture: bool) -> None:
+        """`model.eval()` / `model.train()` outside regions: `self.training` changes."""
+        self._host_writes.setdefault(("attr", "training"), []).append((function, after_capture))
+
+    def _between_replays(self, function: FunctionInfo, after_capture: bool) -> bool:
+        return after_capture or (self.calls_replay(function) and not self.captures_in(function))
+
     def changed_between_replays(self, key: tuple) -> Optional[FunctionInfo]:
         """The function that changes this name or attribute after a capture or around replay()."""
         for function, after_capture in self._host_writes.get(key, ()):
             if key[0] == "name" and key[-1] in self.replay_selectors(function):
                 continue  # `bs = pad(n); graphs[bs].replay()`: it picks a graph, each keeps its own value
-            if after_capture or (self.calls_replay(function) and not self.captures_in(function)):
+            if self._between_replays(function, after_capture):
                 return function
         return None
+
+    def changed_by_calls_between_replays(self, key: tuple) -> Optional[FunctionInfo]:
+        """The function called between replays (a setter, `model.eval()`'s owner) that changes this state."""
+        return self._writes_between_replays().get(key)
+
+    def _writes_between_replays(self) -> dict[tuple, FunctionInfo]:
+        """State keys (replay_writes.py) that functions called between replays change."""
+        if self._replay_writes is None:
+            self._replay_writes = {}
+            for caller, callees, after_capture in self._host_calls:
+                if not self._between_replays(caller, after_capture):
+                    continue
+                if isinstance(callees, tuple):
+                    call, env = callees
+                    callees = evaluate(call.func, Scope(self.project, caller, env)).targets
+                for function in callees:
+                    # A constructor builds a new object: the captured one keeps its state.
+                    if isinstance(function, FunctionInfo) and function.name not in ("__init__", "__post_init__"):
+                        for key in writes_of(self.project, function):
+                            self._replay_writes.setdefault(key, function)
+        return self._replay_writes
 
     def replay_receivers(self, function: FunctionInfo) -> list:
         """The graph expressions a function replays (`g`, `self.graphs[bs]`)."""
