@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import random
+import re
 import subprocess
 import sys
 import textwrap
@@ -306,6 +307,15 @@ def test_usage_errors_exit_two(tmp_path, monkeypatch, capsys):
     assert "no such script" in capsys.readouterr().err
 
 
+def test_help_documents_every_option(capsys):
+    assert cli.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    section = out.split("options:\n")[1].split("\n\n")[0]
+    documented = {name for pair in re.findall(r"^  (-[-\w]+)(?:, (-[-\w]+))?", section, re.M) for name in pair if name}
+    assert documented == {*cli.HELP_OPTIONS, *cli.OPTIONS_WITH_VALUE} == {"-h", "--help", "--format", "--output-file"}
+    assert "\narguments:\n  SCRIPT " in out and "\nexit status:\n  0 " in out
+
+
 @cpu_only
 def test_raw_capture_left_open_by_a_crash_is_closed(tmp_path, monkeypatch, capsys):
     text = '''
@@ -401,3 +411,39 @@ def test_evidence_lists_every_phase_once():
     report = verify(lambda x: x.sum().item(), (torch.randn(3),))
     (finding,) = report.findings
     assert finding.message.count("seen during") == 1 and "second input" in finding.message
+
+
+# --- generators registered with the graph (register_generator_state) ---------------------------
+
+GENERATORS = '''
+import torch
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+static_x = torch.ones(4, device=device)
+dropout_rng = torch.Generator(device=device)
+stray_rng = torch.Generator(device=device)
+g = torch.cuda.CUDAGraph()
+g.register_generator_state(dropout_rng)
+with torch.cuda.graph(g):
+    keep = torch.rand(4, device=device, generator=dropout_rng) > 0.1
+    static_y = static_x * keep
+    jitter = torch.rand(4, device=device, generator=stray_rng)  # expect: CG304
+g.replay()
+'''
+
+
+@cpu_only
+def test_a_generator_registered_with_the_graph_is_not_a_finding(tmp_path, monkeypatch, capsys):
+    code, out, err = run_cli(tmp_path, monkeypatch, capsys, GENERATORS, "--format", "json", [])
+    assert code == 1, err
+    assert {(f["code"], f["line"]) for f in json.loads(out)["findings"]} == expected_markers(GENERATORS)
+
+
+def test_only_the_capturing_graphs_generators_are_exempt():
+    from cglint.verify.classify import classify_call
+
+    owned, stray = torch.Generator(), torch.Generator()
+    draw = {"device": "cpu", "generator": owned}
+    assert classify_call("rand", (4,), draw, gpu=True, frame=None, owned_generators=(owned,)) is None
+    assert classify_call("rand", (4,), draw, gpu=True, frame=None, owned_generators=(stray,))[0] == "CG304"
+    assert classify_call("rand", (4,), draw, gpu=True, frame=None)[0] == "CG304"

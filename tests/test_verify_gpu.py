@@ -245,3 +245,31 @@ def test_plugin_fails_the_unsafe_test(tmp_path):
     out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)
     assert "1 failed, 1 passed" in out.stdout, out.stdout + out.stderr
     assert "FAILED test_user.py::test_unsafe_capture" in out.stdout and "CG103" in out.stdout
+
+
+REGISTERED_GENERATOR = '''
+import torch
+
+static_x = torch.ones(1024, device="cuda")
+dropout_rng = torch.Generator(device="cuda")
+side = torch.cuda.Stream()
+side.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(side):
+    static_y = static_x * (torch.rand(1024, device="cuda", generator=dropout_rng) > 0.5)
+torch.cuda.current_stream().wait_stream(side)
+g = torch.cuda.CUDAGraph()
+g.register_generator_state(dropout_rng)
+with torch.cuda.graph(g):
+    static_y = static_x * (torch.rand(1024, device="cuda", generator=dropout_rng) > 0.5)
+masks = set()
+for _ in range(4):
+    g.replay()
+    masks.add(tuple(static_y.tolist()))
+assert len(masks) == 4, "the registered generator advances on every replay"
+'''
+
+
+def test_generator_registered_with_the_graph_is_no_finding(tmp_path):
+    out = run_script(tmp_path, REGISTERED_GENERATOR)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["findings"] == []

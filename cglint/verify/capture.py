@@ -42,7 +42,7 @@ def region_kind() -> str:
 
 class CaptureMonitor:
     def __init__(self, *, track_inputs: bool = True, sync_debug: bool = True, kind: Optional[str] = None,
-                 trace_ops: bool = False):
+                 trace_ops: bool = False, owned_generators: tuple[Any, ...] = ()):
         site = frames.current_user_frame(2)
         self.site = site
         where = frames.where(site) if site else None
@@ -51,7 +51,7 @@ class CaptureMonitor:
         # torch.compile's own captures run generated code; torch modes there would only change its guards
         modes = region.kind != "torch.compile" if region else True
         self.inst = Instrumentation(self.recorder, gpu=True, track_inputs=track_inputs, torch_modes=modes,
-                                    trace_ops=trace_ops)
+                                    trace_ops=trace_ops, owned_generators=owned_generators)
         self.error: Optional[BaseException] = None
         self.cause: Optional[Observation] = None
         self.sync_debug = sync_debug

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dis
 from functools import lru_cache
 from types import CodeType, FrameType
-from typing import Any, Optional
+from typing import Any, Collection, Optional
 
 import torch
 
@@ -69,10 +69,15 @@ def branches_here(frame: FrameType) -> bool:
     return "JUMP" in opname and "IF" in opname
 
 
-def classify_call(name: str, args: tuple, kwargs: dict, *, gpu: bool, frame: Optional[FrameType]) -> Hit:
-    """A Python-level torch call inside a captured region; None when harmless."""
+def classify_call(name: str, args: tuple, kwargs: dict, *, gpu: bool, frame: Optional[FrameType],
+                  owned_generators: Collection[Any] = ()) -> Hit:
+    """A Python-level torch call inside a captured region; None when harmless.
+
+    owned_generators: those registered with the capturing graph (register_generator_state),
+    which advance on every replay like the default generator."""
     self = args[0] if args else None
-    if kwargs.get("generator") is not None:
+    generator = kwargs.get("generator")
+    if generator is not None and not any(generator is owned for owned in owned_generators):
         return rc.CUSTOM_GENERATOR, f"`{name}(generator=...)` draws from a non-default generator"
     if kwargs.get("pin_memory") is True or name == "pin_memory":
         return rc.PIN_MEMORY, f"`{name}` pins host memory"
