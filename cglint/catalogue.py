@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from pathlib import Path
 from typing import Iterable, Optional
 
+from cglint.datafiles import data_file  # noqa: F401 - also read from here by cglint.engine.api
 from cglint.rule import CATEGORIES, Rule, contract_problems
 
 # The tool's own diagnostics (CG0xx) are not rule classes: they have no examples.
@@ -21,13 +21,6 @@ ADVISORY = {"CG003": "warning"}
 
 def diagnostic_severity(code: str) -> str:
     return ADVISORY.get(code, "error")
-
-
-def data_file(name: str) -> Path:
-    """A data file shipped beside the rules (importlib.resources costs a pre-commit run 15 ms)."""
-    import cglint.rules
-
-    return Path(cglint.rules.__file__).parent / name
 
 
 @lru_cache(maxsize=None)

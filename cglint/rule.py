@@ -227,7 +227,7 @@ def _placeholders(text: str) -> str:
 def gpu_evidence() -> dict:
     """rules/gpu-evidence.json, written by bench/gpu_evidence.py on a GPU ({} if absent)."""
     try:
-        from cglint.catalogue import data_file
+        from cglint.datafiles import data_file
 
         return json.loads(data_file("gpu-evidence.json").read_text("utf-8"))
     except (OSError, ModuleNotFoundError, ValueError):
