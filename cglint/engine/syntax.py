@@ -130,6 +130,10 @@ def is_true(node: Optional[cst.BaseExpression]) -> bool:
     return isinstance(node, cst.Name) and node.value == "True"
 
 
+def is_false(node: Optional[cst.BaseExpression]) -> bool:
+    return isinstance(node, cst.Name) and node.value == "False"
+
+
 _CODE_MODULE = cst.Module(body=[])
 
 
