@@ -11,7 +11,7 @@ from typing import Iterator
 import libcst as cst
 
 from cglint.engine.captures import CaptureKind, capture_method
-from cglint.engine.syntax import assigned_names, calls_in, code_of, decorator_callee, descendants, dotted_name
+from cglint.engine.syntax import assigned_names, calls_in, code_of, decorator_callee, descendants, dotted_name, reads
 from cglint.rule import CAPTURE, Hit, Rule
 
 
@@ -22,20 +22,7 @@ def manual_capture(capture) -> bool:
 
 def _roots(expr: cst.BaseExpression) -> Iterator[cst.Name]:
     """Names an expression reads at its root (`model` in `model.encoder(x)`, not `encoder`)."""
-    stack = [expr]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, cst.Name):
-            yield current
-        elif isinstance(current, cst.Attribute):
-            stack.append(current.value)
-        elif isinstance(current, cst.Call):
-            stack.append(current.func)
-            stack.extend(a.value for a in current.args)
-        elif isinstance(current, cst.Subscript):
-            stack.append(current.value)
-        elif isinstance(current, (cst.Tuple, cst.List)):
-            stack.extend(e.value for e in current.elements)
+    return reads(expr, lambda node: isinstance(node, (cst.Attribute, cst.Call, cst.Subscript, cst.Tuple, cst.List)))
 
 
 def _entries(capture, ctx) -> list[cst.Call]:
