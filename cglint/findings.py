@@ -19,6 +19,10 @@ class Region:
     def to_json(self) -> dict[str, Any]:
         return {"path": self.path, "line": self.line, "kind": self.kind}
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Region":
+        return cls(data["path"], data["line"], data["kind"])
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -59,3 +63,23 @@ class Finding:
         if self.source != "static":
             data["source"] = self.source
         return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Finding":
+        """The finding `to_json` gave (what a fix can do is not part of it)."""
+        region = data.get("region")
+        return cls(
+            path=data["path"],
+            line=data["line"],
+            column=data["column"],
+            end_line=data["end_line"],
+            end_column=data["end_column"],
+            code=data["code"],
+            category=data["category"],
+            severity=data["severity"],
+            message=data["message"],
+            fix_hint=data.get("fix_hint", ""),
+            region=Region.from_json(region) if region else None,
+            trace=tuple(data.get("trace", ())),
+            source=data.get("source", "static"),
+        )
