@@ -19,9 +19,19 @@ class Region:
     def to_json(self) -> dict[str, Any]:
         return {"path": self.path, "line": self.line, "kind": self.kind}
 
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Region":
-        return cls(data["path"], data["line"], data["kind"])
+
+@dataclass(frozen=True)
+class Related:
+    """Another location that explains a finding: the line that changes a frozen value, another
+    occurrence of the same hazard in the function."""
+
+    path: str
+    line: int
+    column: int
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "line": self.line, "column": self.column, "message": self.message}
 
 
 @dataclass(frozen=True)
@@ -39,6 +49,7 @@ class Finding:
     region: Optional[Region] = None
     trace: tuple[str, ...] = ()
     source: str = "static"  # "static" or "runtime"
+    related: tuple[Related, ...] = ()
     fixable: bool = field(default=False, compare=False)
 
     @property
@@ -60,13 +71,14 @@ class Finding:
             "region": self.region.to_json() if self.region else None,
             "trace": list(self.trace),
         }
+        if self.related:
+            data["related"] = [r.to_json() for r in self.related]
         if self.source != "static":
             data["source"] = self.source
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Finding":
-        """The finding `to_json` gave (what a fix can do is not part of it)."""
         region = data.get("region")
         return cls(
             path=data["path"],
@@ -79,7 +91,8 @@ class Finding:
             severity=data["severity"],
             message=data["message"],
             fix_hint=data.get("fix_hint", ""),
-            region=Region.from_json(region) if region else None,
+            region=Region(region["path"], region["line"], region["kind"]) if region else None,
             trace=tuple(data.get("trace", ())),
             source=data.get("source", "static"),
+            related=tuple(Related(r["path"], r["line"], r["column"], r["message"]) for r in data.get("related", ())),
         )
