@@ -254,12 +254,9 @@ def _engine_findings(texts, entry, roots, checked, config, selection, diagnostic
     from cglint.engine.checker import Engine
     from cglint.engine.project import Project
 
-    project = Project(display_path, lambda path, error: diagnostics.append(_diagnostic(display_path(path), error)), whole_modules)
-    project.sources = texts
-    if sources:  # modules reached by calls are read from `sources` too (fixes not yet written)
-        given = {path.resolve(): text for path, text in sources.items()}
-        load = project.module_for_path
-        project.module_for_path = lambda path, text=None: load(path, given.get(path.resolve()) if text is None else text)  # type: ignore[method-assign]
+    # Modules reached by calls are read from `sources` too (fixes not yet written).
+    given = {path.resolve(): text for path, text in (sources or {}).items()}
+    project = Project(display_path, lambda path, error: diagnostics.append(_diagnostic(display_path(path), error)), whole_modules, texts, given)
     for root in dict.fromkeys(roots):
         project.add_root(root)
     rules = [rule() for rule in catalogue.rule_classes() if selection.runs(rule.code) and rule.scope != "runtime"]

@@ -28,8 +28,11 @@ class Project:
         display: Callable[[Path], str],
         on_error: Callable[[Path, source.SourceError], None],
         whole_modules: bool = False,  # parse every function up front (what --fix rewrites need)
+        sources: Optional[dict[Path, str]] = None,  # text of every checked file, for whole-project searches
+        given: Optional[dict[Path, str]] = None,  # texts of files not (yet) on disk, by resolved path
     ):
         self._display = display
+        self._given = given or {}
         self.whole_modules = whole_modules
         self._on_error = on_error
         self.roots: list[Path] = []
@@ -44,10 +47,10 @@ class Project:
         # while discovering, when modules without a capture form count as absent.
         self._lookups: dict[tuple[Optional[Path], str], Optional[ModuleInfo]] = {}
         self._capturing_lookups: dict[tuple[Optional[Path], str], Optional[ModuleInfo]] = {}
-        self.sources: dict[Path, str] = {}  # text of every checked file, for whole-project searches
+        self.sources = sources or {}
         self.searches: dict[str, list[Path]] = {}  # text searched for -> files that had it
         self.missing: list[str] = []  # modules looked for on disk and not found ("root/pkg/mod")
-        self.find_constructions: Optional[Callable[[ClassInfo], list]] = None
+        self._find_constructions: Optional[Callable[[ClassInfo], list]] = None
 
     @property
     def only_capturing(self) -> bool:
@@ -86,6 +89,8 @@ class Project:
 
     def module_for_path(self, path: Path, text: Optional[str] = None) -> Optional[ModuleInfo]:
         path = path.resolve()
+        if text is None:
+            text = self._given.get(path)
         if path in self._by_path:
             return self._by_path[path]
         if self._only_capturing and path in self._no_capture:
@@ -110,9 +115,14 @@ class Project:
             self._by_name.setdefault((root, name), info)
         return info
 
+    def find_constructions_with(self, finder: Callable[[ClassInfo], list]) -> None:
+        """How constructions are found: by walking the functions that name the class, which
+        the engine does (it is made after the project it walks, and gives its finder here)."""
+        self._find_constructions = finder
+
     def constructions(self, cls: ClassInfo) -> list[dict]:
-        """Argument values of the calls that construct `cls` (filled in by the engine)."""
-        return self.find_constructions(cls) if self.find_constructions is not None and not self._only_capturing else []
+        """Argument values of the calls that construct `cls` (none before the engine gives its finder)."""
+        return self._find_constructions(cls) if self._find_constructions is not None and not self._only_capturing else []
 
     def modules_mentioning(self, text: str, limit: int = 8) -> list[ModuleInfo]:
         """Modules among the checked files whose source contains `text` (parsed on demand).
