@@ -57,8 +57,7 @@ class Capture:
     attrs: set = field(default_factory=set)
     # The function the site is written in (for captured callables too; None when configured).
     host: Optional[FunctionInfo] = None
-    # Local names the region reads from before it, and names it binds.
-    reads: set = field(default_factory=set)
+    # Local names the region binds.
     bound: set = field(default_factory=set)
     # Calls made anywhere in the region, callees included (see call_keys).
     calls: set = field(default_factory=set)

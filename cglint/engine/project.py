@@ -8,9 +8,8 @@ reaches it. Qualified names ("pkg.model.Model.forward") resolve to definitions
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Callable, Optional
 
 from cglint import source
 from cglint.discovery import module_name_for
@@ -62,16 +61,6 @@ class Project:
         self._only_capturing = value
         self._cache.clear()  # facts derived with modules left out must not outlive discovery
         self._capturing_lookups.clear()
-
-    @contextmanager
-    def loading_everything(self) -> Iterator[None]:
-        """Resolve with every module available (the targets of a capture must be found)."""
-        saved, self._only_capturing = self._only_capturing, False
-        try:
-            yield
-        finally:
-            self._only_capturing = saved
-            self._capturing_lookups.clear()  # modules skipped before may be parsed now
 
     def cached(self, key: object, compute: Callable[[], object], pending: object) -> object:
         """Memoise a derived fact; `pending` answers recursive requests while it is computed."""
@@ -145,9 +134,6 @@ class Project:
         """Every file this project read to parse (whether or not it parsed)."""
         return list(self._by_path)
 
-    def parsed(self, path: Path) -> Optional[ModuleInfo]:
-        """The module at `path` if it was parsed (None if never needed, or broken)."""
-        return self._by_path.get(path.resolve())
 
     def module(self, name: str, near: Optional[ModuleInfo] = None) -> Optional[ModuleInfo]:
         """The module `name`, looked up first beside `near` (as Python finds a script's siblings)."""

@@ -107,15 +107,6 @@ def positional(call: cst.Call) -> list[cst.BaseExpression]:
     return [a.value for a in call.args if a.keyword is None and not a.star]
 
 
-def argument(call: cst.Call, index: int, name: str) -> Optional[cst.BaseExpression]:
-    """The argument passed as keyword `name` or at position `index`."""
-    value = keyword(call, name)
-    if value is not None:
-        return value
-    args = positional(call)
-    return args[index] if index < len(args) else None
-
-
 def string_value(node: Optional[cst.BaseExpression]) -> Optional[str]:
     if isinstance(node, cst.SimpleString):
         try:
