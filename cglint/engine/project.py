@@ -19,6 +19,12 @@ from cglint.engine.prefilter import CAPTURE_TOKENS, mentions
 from cglint.engine.syntax import dotted_name
 
 
+# Bounds on what a malformed or cyclic project could make endless: re-exports followed to
+# resolve one name (`pkg/__init__.py` importing from `pkg.core`, ...), and classes in an MRO.
+_MAX_REEXPORTS = 8
+_MAX_MRO = 32
+
+
 class Project:
     """Module lookup by name or path, parsing each file at most once."""
 
@@ -200,7 +206,7 @@ class Project:
 
     def resolve(self, qualname: str, near: Optional[ModuleInfo] = None, _depth: int = 0) -> Optional[Definition]:
         """The project definition a qualified name refers to, if any."""
-        if _depth > 8 or not qualname:
+        if _depth > _MAX_REEXPORTS or not qualname:
             return None
         parts = qualname.split(".")
         for cut in range(len(parts), 0, -1):
@@ -246,7 +252,7 @@ class Project:
 
     def mro(self, cls: ClassInfo) -> list[ClassInfo]:
         order, queue = [], [cls]
-        while queue and len(order) < 32:
+        while queue and len(order) < _MAX_MRO:
             current = queue.pop(0)
             if current not in order:
                 order.append(current)
