@@ -48,7 +48,7 @@ def test_editing_a_callee_outside_the_checked_files_invalidates(project, capsys)
 
 
 def test_options_are_part_of_the_key(project, capsys):
-    assert check_json(["run.py"], capsys)
+    assert [f["code"] for f in check_json(["run.py"], capsys)] == ["CG102"]
     assert check_json(["--ignore", "CG102", "run.py"], capsys) == []
 
 
