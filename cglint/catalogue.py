@@ -12,7 +12,15 @@ TOOL_DIAGNOSTICS = {
     "CG000": ("internal-error", "cglint failed on this file (a bug in cglint; please report it)"),
     "CG001": ("unreadable-file", "the file cannot be read or decoded"),
     "CG002": ("syntax-error", "the file does not parse"),
+    "CG003": ("unresolved-configured-name", "a `captured` or `capture-functions` entry names no function in the checked files"),
 }
+# Diagnostics about the configuration, not the code: shown as warnings, they leave the exit
+# status to the findings (a stale entry must not fail every CI run, nor hide the real ones).
+ADVISORY = {"CG003": "warning"}
+
+
+def diagnostic_severity(code: str) -> str:
+    return ADVISORY.get(code, "error")
 
 
 def data_file(name: str) -> Path:

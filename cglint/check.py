@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Optional
 
-from cglint import catalogue, source, suppress
+from cglint import catalogue, configured_names, source, suppress
 from cglint.config import Config
 from cglint.discovery import discover, module_name_for, relative_to, resolved
 from cglint.engine.prefilter import CAPTURE_TOKENS, mentions, names_any
@@ -47,6 +47,7 @@ class _EngineRun:
     helpers: frozenset = frozenset()
     searches: dict[str, list[Path]] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)  # modules looked for on disk, not found
+    unresolved: Optional[list[tuple[str, str]]] = None  # configured names found nowhere (CG003)
 
 
 def display_path(path: Path) -> str:
@@ -167,6 +168,9 @@ def check_files(
         run = _deep_stack(
             _run_engine, texts, entry, roots, checked, config, selection, engine_diagnostics, helper_names, sources, fixable, whole_modules or not prefilter
         )
+    configured = [("captured", n) for n in config.captured] + [("capture-functions", n) for n in sorted(set(config.capture_functions))]
+    unresolved = configured if run.unresolved is None else run.unresolved
+    engine_diagnostics += configured_names.diagnostics(unresolved, config.source, texts.values(), display_path)
     read = set(run.read)  # resolved, the entry files among them
     for path, error in syntax.results(exclude=read):
         per_file.setdefault(path, []).append(_diagnostic(display_path(path), error))
@@ -275,7 +279,8 @@ def _engine_findings(texts, entry, roots, checked, config, selection, diagnostic
     hits = engine.run()
     if KEEP_TREES:
         _kept.append(engine)
-    return _EngineRun(_findings(hits, checked, selection, fixable), project.attempted_paths(), frozenset(helpers), project.searches, project.missing)
+    found = _findings(hits, checked, selection, fixable)
+    return _EngineRun(found, project.attempted_paths(), frozenset(helpers), project.searches, project.missing, engine.unresolved_entries())
 
 
 def _internal(diagnostics: list[Finding], module: "ModuleInfo", exc: BaseException) -> None:

@@ -170,7 +170,7 @@ def run_check(args: argparse.Namespace) -> int:
         write_report(findings, fmt=fmt, files_checked=result.files_checked, stream=stream, statistics=args.statistics, color=color)
     for note in notes:
         _note(note)
-    if findings and not args.exit_zero:
+    if any(f.code not in catalogue.ADVISORY for f in findings) and not args.exit_zero:
         return EXIT_FINDINGS
     return EXIT_CLEAN
 
@@ -287,7 +287,7 @@ def run_rules(stream: TextIO) -> int:
     from cglint import catalogue
 
     for code, (name, text) in catalogue.TOOL_DIAGNOSTICS.items():
-        stream.write(f"{code}  {'internal':<14} {'error':<8} {name}: {text}\n")
+        stream.write(f"{code}  {'internal':<14} {catalogue.diagnostic_severity(code):<8} {name}: {text}\n")
     for rule in catalogue.rule_classes():
         stream.write(f"{rule.code}  {rule.category:<14} {rule.severity:<8} {rule.name}: {rule.summary}\n")
     return EXIT_CLEAN

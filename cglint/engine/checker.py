@@ -90,6 +90,7 @@ class Engine:
         self.capture_rules = _by_node_type(r for r in rules if r.scope == CAPTURE)
         self.capture_functions = set(capture_functions)
         self.captured = list(captured)
+        self._resolved_entries: set[tuple[str, str]] = set()  # ("captured" | "capture-functions", name)
         self.state = StateFacts(project, self)
         self.hits: list[RawHit] = []
         self._seen_hits: set = set()
@@ -190,10 +191,7 @@ class Engine:
 
     def _discover_module(self, module: ModuleInfo) -> None:
         self.discover(module.body_function, {})
-        functions = list(module.functions.values())
-        for cls in module.classes.values():
-            functions.extend(cls.methods.values())
-        for function in functions:
+        for function in module.all_functions():
             # Walking a function costs far more than looking at its calls: only functions that
             # call a capture form, replay() or a capture helper can start a region.
             if not self._calls_capturing(function):
@@ -212,7 +210,17 @@ class Engine:
     def _configured_captures(self, modules: list[ModuleInfo]) -> None:
         for name in self.captured:
             for function in self._functions_named(name, modules):
+                self._resolved_entries.add(("captured", name))
                 self.capture_callables(None, function.node, CaptureKind.CONFIGURED, [function])
+
+    def unresolved_entries(self) -> list[tuple[str, str]]:
+        """The configuration's `captured` and `capture-functions` entries that named no
+        function defined in the parsed modules and no call made in them (CG003)."""
+        for module in self._modules:
+            for function in module.all_functions():
+                self._is_configured(function)
+        entries = [("captured", n) for n in self.captured] + [("capture-functions", n) for n in sorted(self.capture_functions)]
+        return [entry for entry in entries if entry not in self._resolved_entries]
 
     def _functions_named(self, name: str, modules: list[ModuleInfo]) -> list[FunctionInfo]:
         found = self.project.resolve(name)
@@ -221,7 +229,7 @@ class Engine:
         # Also accept names relative to the module, like "Model.forward" or "decode_step".
         result = []
         for module in modules:
-            for function in [*module.functions.values(), *(m for c in module.classes.values() for m in c.methods.values())]:
+            for function in module.all_functions():
                 if function.qualname == name or f"{module.name}.{function.qualname}" == name:
                     result.append(function)
         return result
@@ -318,7 +326,7 @@ class Engine:
         if id(cls) not in self._construction_search:
             self._construction_search.add(id(cls))
             for module in self.project.modules_mentioning(f"{cls.name}("):
-                functions = [*module.functions.values(), *(m for c in module.classes.values() for m in c.methods.values())]
+                functions = module.all_functions()
                 for function in [module.body_function, *(f for f in functions if cls.name in self._identifiers(f))]:
                     env = {} if function is module.body_function else initial_env(self.project, function)
                     self._guarded(module, lambda: Walker(self, function, env, Mode.DISCOVER).run())
@@ -380,14 +388,17 @@ class Engine:
         return self._calls_capturing(function) or self._is_configured(function)
 
     def _is_configured(self, function: FunctionInfo) -> bool:
-        names = {function.qualname, f"{function.module.name}.{function.qualname}", function.name}
-        return bool(names & self.capture_functions)
+        names = {function.qualname, f"{function.module.name}.{function.qualname}", function.name} & self.capture_functions
+        self._resolved_entries.update(("capture-functions", name) for name in names)
+        return bool(names)
 
     def is_configured_name(self, qualified: Optional[str]) -> bool:
         """A call target named in `capture-functions`, by full or last dotted name."""
         if not qualified or not self.capture_functions:
             return False
-        return qualified in self.capture_functions or qualified.rsplit(".", 1)[-1] in self.capture_functions
+        names = {qualified, qualified.rsplit(".", 1)[-1]} & self.capture_functions
+        self._resolved_entries.update(("capture-functions", name) for name in names)
+        return bool(names)
 
     # --- facts for rules -----------------------------------------------------
     def captured_names(self, function: FunctionInfo) -> set[str]:

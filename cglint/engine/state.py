@@ -119,7 +119,7 @@ class StateFacts:
 
     def _scan_globals(self, module: ModuleInfo) -> dict[str, str]:
         found: dict[str, str] = {}
-        functions = [*module.functions.values(), *(m for c in module.classes.values() for m in c.methods.values())]
+        functions = module.all_functions()
         for function in functions:
             if function.outline is not None and not function.outline.facts.declares_global:
                 continue  # nothing to find, and no reason to parse it

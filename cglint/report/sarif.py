@@ -43,8 +43,8 @@ def _rules() -> list[dict]:
                 "name": name,
                 "shortDescription": {"text": text},
                 "help": {"text": text},
-                "defaultConfiguration": {"level": "error"},
-                "properties": {"category": "internal", "severity": "error", "tags": ["cglint", "internal"]},
+                "defaultConfiguration": {"level": _LEVEL[catalogue.diagnostic_severity(code)]},
+                "properties": {"category": "internal", "severity": catalogue.diagnostic_severity(code), "tags": ["cglint", "internal"]},
             }
         )
     for rule in catalogue.rule_classes():
