@@ -5,7 +5,7 @@ import dataclasses
 import gc
 import os
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Optional
 
@@ -14,6 +14,7 @@ from cglint.config import Config
 from cglint.discovery import discover, module_name_for, relative_to, resolved
 from cglint.engine.prefilter import CAPTURE_TOKENS, mentions, names_any
 from cglint.findings import Finding, Region, Related
+from cglint.footprint import Footprint
 from cglint.selection import Selection
 from cglint.syntax_checks import SyntaxChecks
 
@@ -23,33 +24,10 @@ _LINES_LISTED = 8
 if TYPE_CHECKING:  # the engine (and libcst) load only when some file can hold a capture
     import libcst as cst
 
+    from cglint import cache
     from cglint.engine.checker import RawHit
     from cglint.engine.definitions import ModuleInfo
     from cglint.engine.positions import Positions
-
-
-@dataclass
-class Footprint:
-    """What the engine's findings depend on besides the files it read: a later run in which
-    only other files changed, none of them answering these searches differently, can reuse
-    them (cache.py)."""
-
-    read: set  # every file the engine parsed or tried to, resolved
-    tokens: frozenset  # the byte scan that picks the files parsed up front
-    helpers: frozenset  # capture helpers found, looked for by name in every file
-    searches: dict[str, list]  # texts looked for in every file -> the files that had them
-    missing: list[str]  # modules the engine looked for on disk and did not find ("root/pkg/mod")
-    engine: list[Finding]  # the run's findings that came from the engine
-    per_file: dict  # the rest (read and syntax errors), by file
-    # The paths whose creation would give the engine a module it looked for: from `missing`,
-    # and only when a cache asks (thousands of lookups on a large tree).
-    known_absent: Optional[list[str]] = None
-
-    @property
-    def absent(self) -> list[str]:
-        if self.known_absent is None:
-            self.known_absent = _absent(self.missing)
-        return self.known_absent
 
 
 @dataclass
@@ -111,22 +89,22 @@ def check_paths(
     return result
 
 
-def _reuse(previous: dict, files: list[Path], digests: dict, selection: Selection, missing: list[Path]) -> Optional[CheckResult]:
+def _reuse(previous: cache.BaseRun, files: list[Path], digests: dict, selection: Selection, missing: list[Path]) -> Optional[CheckResult]:
     """The previous run's result over the same files, if no file that changed since could
     change what the engine found; the changed files' own read and syntax errors are new."""
-    read, tokens, helpers = set(previous["read"]), previous["tokens"], previous["helpers"]
-    named = names_any(helpers) if helpers else None
-    searches = {text: set(paths) for text, paths in previous["searches"].items()}
-    per_file = dict(previous["per_file"])
+    before = previous.footprint
+    named = names_any(before.helpers) if before.helpers else None
+    searches = {text: set(paths) for text, paths in before.searches.items()}
+    per_file = dict(before.per_file)
     for path in files:
         given = os.path.abspath(path)
-        if previous["digests"].get(given, "") == digests[given]:
+        if previous.digests.get(given, "") == digests[given]:
             continue
-        if str(resolved(path)) in read:
+        if str(resolved(path)) in before.read:
             return None  # the engine read it: its findings may change
         loaded = source.load(path, display_path(path))
         text = loaded.text if isinstance(loaded, source.SourceFile) and not suppress.skips_file(loaded.text) else ""
-        if mentions(text, tokens) or (named is not None and named.search(text)):
+        if mentions(text, before.tokens) or (named is not None and named.search(text)):
             return None  # the engine would read it now
         if any((needle in text) != (given in paths) for needle, paths in searches.items()):
             return None  # a search over every file would answer differently
@@ -136,32 +114,10 @@ def _reuse(previous: dict, files: list[Path], digests: dict, selection: Selectio
             error = source.syntax_check(text) if text else None
             found = [_diagnostic(display_path(path), error)] if error else []
         per_file[given] = selection.reported(found)
-    engine = previous["engine"]
     lost = selection.reported(_diagnostic(display_path(p), _missing(p)) for p in missing)
-    result = sorted(set(engine + [f for found in per_file.values() for f in found] + lost), key=lambda f: f.sort_key)
-    kept = {p: f for p, f in per_file.items() if f}
-    footprint = Footprint(read, frozenset(tokens), frozenset(helpers), previous["searches"], [], engine, kept, previous["absent"])
-    return CheckResult(result, len(files), [Path(p) for p in previous["deps"]], footprint=footprint)
-
-
-def _absent(missing: list[str]) -> list[str]:
-    """For modules looked for and not found ("root/pkg/mod"), the paths that must stay absent
-    for them to stay missing: of `mod.py` and `mod/__init__.py`, the outermost path that does
-    not exist (a few hundred paths for thousands of names: most are in folders that do not)."""
-    found: set[str] = set()
-    exists: dict[str, bool] = {}
-
-    def is_dir(path: str) -> bool:
-        if path not in exists:
-            exists[path] = os.path.isdir(path)
-        return exists[path]
-
-    for base in missing:
-        for path in (base + ".py", os.path.join(base, "__init__.py")):
-            while os.path.dirname(path) != path and not is_dir(os.path.dirname(path)):
-                path = os.path.dirname(path)
-            found.add(path)
-    return sorted(found)
+    result = sorted(set(before.engine + [f for found in per_file.values() for f in found] + lost), key=lambda f: f.sort_key)
+    footprint = replace(before, per_file={p: f for p, f in per_file.items() if f})
+    return CheckResult(result, len(files), previous.deps, footprint=footprint)
 
 
 def check_files(
@@ -302,12 +258,9 @@ def _engine_findings(texts, entry, roots, checked, config, selection, diagnostic
     from cglint.engine.checker import Engine
     from cglint.engine.project import Project
 
-    project = Project(display_path, lambda path, error: diagnostics.append(_diagnostic(display_path(path), error)), whole_modules)
-    project.sources = texts
-    if sources:  # modules reached by calls are read from `sources` too (fixes not yet written)
-        given = {path.resolve(): text for path, text in sources.items()}
-        load = project.module_for_path
-        project.module_for_path = lambda path, text=None: load(path, given.get(path.resolve()) if text is None else text)  # type: ignore[method-assign]
+    # Modules reached by calls are read from `sources` too (fixes not yet written).
+    given = {path.resolve(): text for path, text in (sources or {}).items()}
+    project = Project(display_path, lambda path, error: diagnostics.append(_diagnostic(display_path(path), error)), whole_modules, texts, given)
     for root in dict.fromkeys(roots):
         project.add_root(root)
     rules = [rule() for rule in catalogue.rule_classes() if selection.runs(rule.code) and rule.scope != "runtime"]

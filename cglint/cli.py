@@ -13,6 +13,7 @@ from typing import Optional, Sequence, TextIO
 from cglint import __version__
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT: the status shells give a command stopped by Ctrl-C
 
 
 class UsageError(Exception):
@@ -95,7 +96,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("cglint: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # Output piped into `head` and friends: stop quietly, as other command-line tools do.
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit

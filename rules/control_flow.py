@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cglint.engine.syntax import reads
 from cglint.rule import Hit, Rule
 
 
@@ -191,16 +192,4 @@ with torch.cuda.graph(g):
 
 def _state_reads(expr: cst.BaseExpression):
     """Attributes and names read by a condition (not inside calls: those are values)."""
-    stack = [expr]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, (cst.Attribute, cst.Name)):
-            yield current
-            continue
-        if isinstance(current, cst.Comparison):
-            stack.append(current.left)
-            stack.extend(c.comparator for c in current.comparisons)
-        elif isinstance(current, cst.BinaryOperation):
-            stack.extend((current.left, current.right))
-        elif isinstance(current, cst.UnaryOperation):
-            stack.append(current.expression)
+    return reads(expr, lambda node: isinstance(node, (cst.Comparison, cst.BinaryOperation, cst.UnaryOperation)))

@@ -107,14 +107,13 @@ class Engine:
         self._deferred: dict[int, tuple] = {}
         self._constructions: dict[int, list] = {}
         self._construction_search: set[int] = set()
-        project.find_constructions = self.constructions
+        project.find_constructions_with(self.constructions)
         self._names = set(CAPTURE_NAMES) | {n.rsplit(".", 1)[-1] for n in self.capture_functions}
         self._queue: deque[Job] = deque()
         self._jobs_seen: set = set()
         self._order: dict[int, tuple] = {}
         self._sites: Optional[dict[int, Capture]] = None
         self._callers: dict[int, list] = {}
-        self._region_attrs: dict[int, set[str]] = {}
         self._blocks: dict[int, Blocks] = {}
 
     # --- driver ------------------------------------------------------------
@@ -385,13 +384,6 @@ class Engine:
     def callers(self, function: FunctionInfo) -> list:
         """(caller, call) pairs seen while discovering; callers in modules never parsed are missing."""
         return list(self._callers.get(function.key, ()))
-
-    def note_region_attribute(self, cls, attr: str) -> None:
-        self._region_attrs.setdefault(id(cls.node), set()).add(attr)
-
-    def region_reads_attribute(self, cls, attr: str) -> bool:
-        """Whether captured code reads `attr` of an instance of `cls` (or of a class in its MRO)."""
-        return any(attr in self._region_attrs.get(id(klass.node), ()) for klass in self.project.mro(cls))
 
     def capture_at(self, node: cst.CSTNode) -> Optional[Capture]:
         """The capture whose site is this node (a `with` marker, capture_begin(), a capturing call)."""

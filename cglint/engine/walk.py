@@ -427,17 +427,10 @@ class Walker:
         return [entry] if entry is not None else []
 
     def note_read(self, node: cst.BaseExpression) -> None:
-        if self.mode is Mode.REGION and self.in_region and isinstance(node, cst.Attribute):
-            # Attributes captured code reads, by class (a replay rule asks whether `obj.attr = v` matters).
-            for target in evaluate(node.value, self.scope).targets:
-                if isinstance(target, ClassInfo):
-                    self.engine.note_region_attribute(target, node.attr.value)
         if self.capture is None:
             return
         if isinstance(node, cst.Name) and node.value in self.scope.env:
             self.capture.names.add(node.value)
-            if node.value not in self.capture.bound:
-                self.capture.reads.add(node.value)  # a value from before the region
         elif isinstance(node, cst.Attribute):
             self.note_attribute(node, written=False)
 
