@@ -27,7 +27,7 @@ class CaptureKind(enum.Enum):
     GRAPH_BLOCK = "torch.cuda.graph"  # `with torch.cuda.graph(g):` captures its body
     CAPTURE_SPAN = "capture_begin"  # `g.capture_begin()` ... `g.capture_end()`
     GRAPHED_CALLABLES = "make_graphed_callables"  # captures the callables it is given
-    COMPILED = "torch.compile"  # a compiled function with CUDA graphs on (its own semantics: DESIGN, Compiled regions)
+    COMPILED = "torch.compile"  # a compiled function with CUDA graphs on (its own semantics: docs/design.md, Compiled regions)
     HELPER = "capture helper"  # a project function that captures, or one named in `capture-functions`
     CONFIGURED = "captured (configuration)"  # a function named in `captured`
 
