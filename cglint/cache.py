@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from cglint import __version__
-from cglint.findings import Finding, Region
+from cglint.findings import Finding
 
 CACHE_DIR = ".cglint_cache"
 _MAX_ENTRIES = 64
@@ -76,7 +76,7 @@ def load(folder: Path, key: str) -> Optional[tuple[list[Finding], int]]:
         data = json.loads((folder / f"{key}.json").read_text("utf-8"))
         if _stale(data):
             return None
-        return [_finding(f) for f in data["findings"]], int(data["files_checked"])
+        return [Finding.from_json(f) for f in data["findings"]], int(data["files_checked"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -112,8 +112,8 @@ def load_base(folder: Path, key: str) -> Optional[dict]:
         data = json.loads((folder / f"{key}.json").read_text("utf-8"))
         if _stale(data):
             return None
-        data["engine"] = [_finding(f) for f in data["engine"]]
-        data["per_file"] = {path: [_finding(f) for f in found] for path, found in data["per_file"].items()}
+        data["engine"] = [Finding.from_json(f) for f in data["engine"]]
+        data["per_file"] = {path: [Finding.from_json(f) for f in found] for path, found in data["per_file"].items()}
         return data
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
@@ -153,22 +153,3 @@ def _prune(folder: Path) -> None:
             stale.unlink()
         except OSError:
             pass
-
-
-def _finding(data: dict) -> Finding:
-    region = data.get("region")
-    return Finding(
-        path=data["path"],
-        line=data["line"],
-        column=data["column"],
-        end_line=data["end_line"],
-        end_column=data["end_column"],
-        code=data["code"],
-        category=data["category"],
-        severity=data["severity"],
-        message=data["message"],
-        fix_hint=data.get("fix_hint", ""),
-        region=Region(region["path"], region["line"], region["kind"]) if region else None,
-        trace=tuple(data.get("trace", ())),
-        source=data.get("source", "static"),
-    )

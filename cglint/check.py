@@ -1,6 +1,7 @@
 """`cglint check` as a function: paths and configuration in, findings out."""
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 import traceback
@@ -12,10 +13,13 @@ from cglint import catalogue, source, suppress
 from cglint.config import Config
 from cglint.discovery import discover, module_name_for, relative_to, resolved
 from cglint.engine.prefilter import CAPTURE_TOKENS, mentions, names_any
-from cglint.findings import Finding, Region
+from cglint.findings import Finding, Region, Related
 from cglint.rule import REPLAY
 from cglint.selection import Selection
 from cglint.syntax_checks import SyntaxChecks
+
+# Lines an aggregated finding's message names; all of them are in its related locations.
+_LINES_LISTED = 8
 
 if TYPE_CHECKING:  # the engine (and libcst) load only when some file can hold a capture
     import libcst as cst
@@ -339,7 +343,8 @@ def _findings(hits: list["RawHit"], checked: set[Path], selection: Selection, fi
     from cglint.engine.positions import Positions  # the engine loads lazily
 
     positions = Positions()
-    findings = []
+    findings: list[Finding] = []
+    repeated: dict[tuple, list] = {}  # (path, code, function, region) of rules that aggregate
     for hit in hits:
         # Report hazards in the files being checked, and hazards reached from a capture in them.
         region_file = hit.capture.site.module.file.path.resolve() if hit.capture else None
@@ -368,9 +373,28 @@ def _findings(hits: list["RawHit"], checked: set[Path], selection: Selection, fi
                 trace=trace,
             )
         )
-        if fixable is not None and hit.rule.can_fix():
+        if hit.rule.aggregate:
+            findings.pop()
+            repeated.setdefault((finding.path, finding.code, hit.function.key, finding.region), []).append((finding, hit.details.get("expr", "")))
+        elif fixable is not None and hit.rule.can_fix():
             fixable[finding] = hit
-    return findings
+    return findings + [_aggregated(group) for group in repeated.values()]
+
+
+def _aggregated(group: list[tuple[Finding, str]]) -> Finding:
+    """The first of a function's hits of one rule, with the others as related locations."""
+    group.sort(key=lambda pair: pair[0].sort_key)
+    first, seen = group[0][0], {(group[0][0].line, group[0][0].column)}
+    others = []
+    for f, expr in group[1:]:
+        if (f.line, f.column) not in seen:  # one line reached along two call chains is one
+            seen.add((f.line, f.column))
+            others.append(Related(f.path, f.line, f.column, f"also `{expr}`" if expr else f.message))
+    if not others:
+        return first
+    lines = ", ".join(str(r.line) for r in others[:_LINES_LISTED]) + (", ..." if len(others) > _LINES_LISTED else "")
+    message = f"{first.message} (and {len(others)} more in this function: line{'s' if len(others) > 1 else ''} {lines})"
+    return dataclasses.replace(first, message=message, related=tuple(others))
 
 
 def _format(template: str, details: dict) -> str:

@@ -77,6 +77,10 @@ class Rule:
     fix_safety: ClassVar[str] = "No automatic fix."
     scope: ClassVar[str] = REGION
     nodes: ClassVar[tuple[type, ...]] = ()
+    # Hits of this rule in one function are one finding: the first, with the count and the
+    # other lines as related locations. For hazards that are one decision however often they
+    # repeat (a function with 120 `logger.debug` lines is one thing to move out of the graph).
+    aggregate: ClassVar[bool] = False
     # Examples: complete small programs. Every `invalid` one must produce this rule
     # exactly on its marked lines; every `valid` one (the first is the fix) nothing.
     invalid: ClassVar[tuple[str, ...]] = ()
