@@ -22,6 +22,16 @@ def _captured_target(target: cst.BaseExpression, ctx) -> str:
     return code_of(target) if attr else ""
 
 
+def _kept_by_graph(value) -> str:
+    """What the graph holds on to, said for the captured value's kind: a tensor's memory, or a
+    Python number baked into the kernels."""
+    if value.kind in (Kind.TENSOR, Kind.CPU_TENSOR):
+        return "keeps reading and writing the tensor it had at capture"
+    if value.kind is Kind.HOST:
+        return "baked the value it had at capture into its kernels"
+    return "keeps using what it held at capture"
+
+
 def _derived_from_itself(target: cst.BaseExpression, value: cst.BaseExpression) -> bool:
     """`x = x.copy_(y)`, `out = (out,)`, `x = x.view(...)`: the new value still holds or aliases
     the captured tensor, so the graph's memory stays reachable (torch's own cudagraphs
@@ -37,8 +47,8 @@ class RebindCaptured(Rule):
     severity = "warning"
     scope = REPLAY
     summary = "Rebinds a name or attribute that a capture read or wrote, before a later `replay()`, instead of copying into it."
-    message = "`{name}` is rebound after capture; the graph keeps reading and writing the tensor it had at capture, so replay ignores the new value"
-    fix_hint = "Copy new data into the captured tensor: `{name}.copy_(new_value)`."
+    message = "`{name}` is rebound after capture; the graph {kept}, so replay ignores the new value"
+    fix_hint = "Copy new data into the captured tensor: `{name}.copy_(new_value)`; keep a number the graph reads in a device tensor and `fill_()` it."
     why = """Every replay reads from and writes to the addresses recorded at capture. Binding
     the Python name to a new tensor changes nothing the graph sees: replay computes on
     the old input (or writes an output you no longer look at). No error is raised."""
@@ -100,7 +110,7 @@ for batch in loader:
             for leaf in assigned_names(target):
                 name = _captured_target(leaf, ctx)
                 if name and not _derived_from_itself(leaf, node.value) and ctx.replay_follows():
-                    yield Hit(leaf, {"name": name})
+                    yield Hit(leaf, {"name": name, "kept": _kept_by_graph(ctx.value(leaf))}, capture=ctx.capture_using(leaf))
 
     def fix(self, node, ctx):
         # `static_x = batch` -> `static_x.copy_(batch)`, when the statement rebinds only this name.
@@ -265,6 +275,6 @@ del static_x, static_y, g
     def check(self, node, ctx):
         for leaf in assigned_names(node.target):
             name = _captured_target(leaf, ctx)
-            if name and ctx.replay_follows():
-                yield Hit(node, {"name": name})
+            if name and ctx.value(leaf).kind is not Kind.HOST and ctx.replay_follows():  # a number holds no memory
+                yield Hit(node, {"name": name}, capture=ctx.capture_using(leaf))
                 return
