@@ -349,3 +349,62 @@ REPLAY_LOOP
 def test_setters_count_only_when_called_between_replays(tmp_path, loop, expected):
     found = findings(tmp_path, {"head.py": SETUP_THEN_CAPTURE.replace("REPLAY_LOOP", loop)}, select=["CG601", "CG202"])
     assert codes_lines(found) == expected
+
+
+def test_star_imported_helpers_and_setup_before_a_capture_helper(tmp_path):
+    # A model package re-exporting its kernels with `from .ops import *` (through two
+    # modules), and a launcher that configures the model, then captures through its own
+    # `capture_graph(model, ...)`: the nonzero is reached; the setter ran before the capture.
+    found = findings(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/_impl.py": """
+            import torch
+
+            def helper_op(x):
+                idx = x.nonzero()
+                return idx.float().sum()
+            """,
+            "pkg/ops.py": "from ._impl import *\n",
+            "pkg/layers.py": """
+            import torch.nn as nn
+            from .ops import *
+
+            class Head(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.temperature = 1.0
+
+                def set_temperature(self, t):
+                    self.temperature = t
+
+                def forward(self, x):
+                    return x * self.temperature + helper_op(x)
+            """,
+            "pkg/run.py": """
+            import torch
+            from .layers import Head
+
+            def capture_graph(model, x):
+                s = torch.cuda.Stream()
+                with torch.cuda.stream(s):
+                    model(x)
+                torch.cuda.current_stream().wait_stream(s)
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    out = model(x)
+                return g, out
+
+            def main():
+                head = Head()
+                head.set_temperature(0.7)
+                x = torch.zeros(8, device="cuda")
+                g, out = capture_graph(head, x)
+                for _ in range(10):
+                    g.replay()
+            """,
+        },
+        select=["sync", "frozen-scalar"],
+    )
+    assert by_file(found, tmp_path) == {("pkg/_impl.py", "CG105", 4)}

@@ -102,6 +102,7 @@ class Engine:
         self._param_calls: dict[int, set[str]] = {}
         self._replayers: dict[int, FunctionInfo] = {}
         self._host_writes: dict[tuple, list] = {}
+        self._capturing_callers: set[int] = set()
         self._host_calls: list[tuple] = []  # (caller, callees or (call, env), after_capture)
         self._replay_writes: Optional[tuple[dict[tuple, FunctionInfo], set]] = None  # _host_call_facts
         self._deferred: dict[int, tuple] = {}
@@ -312,15 +313,23 @@ class Engine:
         """`model.eval()` / `model.train()` outside regions: `self.training` changes."""
         self._host_writes.setdefault(("attr", "training"), []).append((function, after_capture))
 
-    def _between_replays(self, function: FunctionInfo, after_capture: bool) -> bool:
-        return after_capture or (self.calls_replay(function) and not self.captures_in(function))
+    def note_capture_call(self, function: FunctionInfo) -> None:
+        """`function` captures through a call (`capture_graph(model, x)`): its code before
+        that call runs before the capture."""
+        self._capturing_callers.add(function.key)
+
+    def between_replays(self, function: FunctionInfo, after_capture: bool) -> bool:
+        """Whether code of `function` runs between replays: after a capture in it, or in a
+        function that replays a graph captured elsewhere."""
+        captures = self.captures_in(function) or function.key in self._capturing_callers
+        return after_capture or (self.calls_replay(function) and not captures)
 
     def changed_between_replays(self, key: tuple) -> Optional[FunctionInfo]:
         """The function that changes this name or attribute after a capture or around replay()."""
         for function, after_capture in self._host_writes.get(key, ()):
             if key[0] == "name" and key[-1] in self.replay_selectors(function):
                 continue  # `bs = pad(n); graphs[bs].replay()`: it picks a graph, each keeps its own value
-            if self._between_replays(function, after_capture):
+            if self.between_replays(function, after_capture):
                 return function
         return None
 
@@ -345,7 +354,7 @@ class Engine:
                 if isinstance(callees, tuple):
                     call, env = callees
                     callees = evaluate(call.func, Scope(self.project, caller, env)).targets
-                in_loop = self._between_replays(caller, after_capture)
+                in_loop = self.between_replays(caller, after_capture)
                 for function in callees:
                     # A constructor builds a new object: the captured one keeps its state.
                     if not isinstance(function, FunctionInfo) or function.name in ("__init__", "__post_init__"):
