@@ -44,14 +44,16 @@ def _location(path: str, line: int) -> types.Location:
 
 
 def related(finding: Finding) -> list[types.DiagnosticRelatedInformation]:
-    """The capture site, then each call on the way to the finding's line."""
-    found = []
-    if finding.region is not None:
-        found.append(types.DiagnosticRelatedInformation(_location(finding.region.path, finding.region.line), f"captured by {finding.region.kind}"))
-    for step in finding.trace:
-        match = _STEP.match(step)
-        if match is not None:
-            found.append(types.DiagnosticRelatedInformation(_location(match["path"], int(match["line"])), f"via {match['text']}"))
+    """The capture site, then each call on the way to the finding's line (as the text
+    report's `captured: a -> b -> c`)."""
+    steps = [m for m in map(_STEP.match, finding.trace) if m is not None]
+    found = [
+        types.DiagnosticRelatedInformation(_location(m["path"], int(m["line"])), f"{'captured: ' if i == 0 else '-> '}{m['text']}")
+        for i, m in enumerate(steps)
+    ]
+    region = finding.region
+    if region is not None and not any(m["path"] == region.path and int(m["line"]) == region.line for m in steps):
+        found.insert(0, types.DiagnosticRelatedInformation(_location(region.path, region.line), f"captured by {region.kind}"))
     return found
 
 
