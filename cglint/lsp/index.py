@@ -33,27 +33,27 @@ def origin(finding: Finding) -> Path:
 
 
 class ProjectIndex:
-    def __init__(self, root: Path, config: config_module.Config, jobs: int = 1):
+    def __init__(self, root: Path, config: config_module.Config):
         self.root = root
         self.config = config
         self.selection = Selection.of(config)
-        self.jobs = jobs
         self.findings: list[Finding] = []
         self._lock = threading.Lock()
 
     @classmethod
-    def for_root(cls, root: Path, jobs: int = 1) -> "ProjectIndex":
+    def for_root(cls, root: Path) -> "ProjectIndex":
         """The index of the project at `root`, configured as `cglint check` there would be.
         Raises config.ConfigError and catalogue.UnknownSelector."""
-        return cls(root, config_module.load(None, root), jobs)
+        return cls(root, config_module.load(None, root))
 
     def checks(self, path: Path) -> bool:
         """Whether `path` is a file `cglint check` would check (excluded ones are not)."""
         return path.suffix == ".py" and bool(discover([path], self.config.excludes, self.config.root, force_exclude=True)[0])
 
     def index(self) -> None:
-        """Check the whole project from disk (answered from the cache when nothing changed)."""
-        result = check_paths([self.root], self.config, self.selection, use_cache=True, jobs=self.jobs)
+        """Check the whole project from disk (answered from the cache when nothing changed).
+        In this process only: syntax-check workers forked from a server's threads can deadlock."""
+        result = check_paths([self.root], self.config, self.selection, use_cache=True, jobs=1)
         with self._lock:
             self.findings = result.findings
 

@@ -32,6 +32,7 @@ class CglintServer(LanguageServer):
         super().__init__("cglint", __version__)
         self.index: Optional[ProjectIndex] = None
         self.docs_url = default_docs_url()
+        self.debounce = DEBOUNCE_SECONDS
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cglint-check")
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._published: dict[str, list[types.Diagnostic]] = {}
@@ -51,10 +52,10 @@ class CglintServer(LanguageServer):
     def start_index(self, root: Path) -> None:
         def build() -> None:
             try:
-                self.index = ProjectIndex.for_root(root, jobs=os.cpu_count() or 1)
+                self.index = ProjectIndex.for_root(root)
             except (config_module.ConfigError, catalogue.UnknownSelector) as exc:
                 self.window_show_message(types.ShowMessageParams(types.MessageType.Error, f"cglint: {exc}; using the default settings"))
-                self.index = ProjectIndex(root, config_module.Config(root=root), jobs=os.cpu_count() or 1)
+                self.index = ProjectIndex(root, config_module.Config(root=root))
             self.reindex()
 
         self._worker.submit(build)
@@ -149,6 +150,8 @@ def initialized(ls: CglintServer, params: types.InitializedParams) -> None:
     options = ls.initialization_options
     if options.get("docsUrl"):
         ls.docs_url = options["docsUrl"]
+    if isinstance(options.get("debounceMs"), (int, float)):
+        ls.debounce = max(options["debounceMs"], 0) / 1000
     root = Path(ls.workspace.root_path or os.getcwd()).resolve()
     os.chdir(root)  # findings name files relative to the working directory
     ls.start_index(root)
@@ -166,7 +169,7 @@ def did_open(ls: CglintServer, params: types.DidOpenTextDocumentParams) -> None:
 
 @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
 def did_change(ls: CglintServer, params: types.DidChangeTextDocumentParams) -> None:
-    ls.schedule(params.text_document.uri, DEBOUNCE_SECONDS)
+    ls.schedule(params.text_document.uri, ls.debounce)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
