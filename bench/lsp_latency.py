@@ -102,7 +102,10 @@ class Session:
             self.event.set()
 
     async def start(self, root: Path) -> None:
-        await self.client.start_io(sys.executable, "-m", "cglint", "server", cwd=str(root))
+        # Started outside the tree: `python -m` puts its folder first on sys.path, where
+        # torch's own types.py would shadow the standard library's (the server moves to the
+        # workspace root it is given).
+        await self.client.start_io(sys.executable, "-m", "cglint", "server")
         params = types.InitializeParams(capabilities=types.ClientCapabilities(), root_uri=root.as_uri(), initialization_options={"debounceMs": 0})
         await self.client.initialize_async(params)
         self.client.initialized(types.InitializedParams())
