@@ -13,6 +13,9 @@ severity the case declares (the rule's severity, kept equal by tests/test_gpu_ev
     warning agrees when capture succeeds and replay diverges from eager
     info    agrees when capture succeeds and replay matches (rules the GPU showed harmless)
 
+A case may declare `OUTCOME = "..."` where the severity alone does not say what it shows:
+an info rule whose hazard is lost host output counts lines, which differ (`diverged`).
+
 Needs only torch, so it runs from a plain checkout on a GPU machine.
 """
 from __future__ import annotations
@@ -25,6 +28,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 CASES = Path(__file__).resolve().parent / "gpu_cases"
 MARK = "@@EVIDENCE@@"
@@ -59,11 +63,13 @@ def case_meta(path: Path) -> dict:
     text = path.read_text("utf-8")
     severity = re.search(r'^SEVERITY = "(\w+)"', text, re.M)
     measure = re.search(r'^MEASURE = "([^"]*)"', text, re.M)
+    outcome = re.search(r'^OUTCOME = "(\w+)"', text, re.M)
     doc = re.search(r'^"""(.*?)"""', text, re.S)
     return {
         "severity": severity.group(1) if severity else "",
         "measure": measure.group(1) if measure else "",
         "case": doc.group(1).strip().splitlines()[0] if doc else "",
+        **({"outcome": outcome.group(1)} if outcome else {}),
     }
 
 
@@ -90,10 +96,10 @@ def _run_case(path: Path, meta: dict, timeout: float) -> dict:
     except subprocess.TimeoutExpired:
         result = {"captured": False, "phase": "timeout", "error": f"no result within {timeout:.0f} s"}
     result["seconds"] = round(time.perf_counter() - start, 1)
-    return {**meta, **judge(meta["severity"], result)}
+    return {**meta, **judge(meta["severity"], result, meta.get("outcome"))}
 
 
-def judge(severity: str, result: dict) -> dict:
+def judge(severity: str, result: dict, outcome: Optional[str] = None) -> dict:
     """Name the observed outcome and whether it agrees with the severity."""
     if not result.get("captured"):
         error = result.get("error", "")
@@ -104,7 +110,7 @@ def judge(severity: str, result: dict) -> dict:
         divergence, control = _number(result.get("divergence")), _number(result.get("control"))
         observed = "diverged" if divergence > max(1e-5, 10 * control) else "matched"
     # An info rule (kept as info after a GPU run) claims neither a failure nor a divergence.
-    expected = {"error": "capture_failed", "warning": "diverged", "info": "matched"}.get(severity)
+    expected = outcome or {"error": "capture_failed", "warning": "diverged", "info": "matched"}.get(severity)
     agrees = observed == expected
     return {**result, "observed": observed, "agrees": agrees}
 

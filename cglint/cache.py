@@ -8,7 +8,7 @@ re-hashed on lookup); the modules it looked for and did not find must still not 
 Clean and dirty results are both stored.
 
 When files changed, the last run over the same files and settings (its footprint, see
-check.Footprint) is the next resort: if none of the changed files was read by the engine
+footprint.py) is the next resort: if none of the changed files was read by the engine
 or answers its searches differently, the engine's findings still hold, and only the
 changed files' own read and syntax errors are found again (check.py decides). The
 cache is an optimisation only: unreadable, corrupt or read-only cache folders are
@@ -21,10 +21,11 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Iterable, NamedTuple, Optional
 
 from cglint import __version__
-from cglint.findings import Finding, Region
+from cglint.findings import Finding
+from cglint.footprint import Footprint
 
 CACHE_DIR = ".cglint_cache"
 _MAX_ENTRIES = 64
@@ -74,9 +75,9 @@ def base_key(paths: Iterable[str], settings: object) -> str:
 def load(folder: Path, key: str) -> Optional[tuple[list[Finding], int]]:
     try:
         data = json.loads((folder / f"{key}.json").read_text("utf-8"))
-        if _stale(data):
+        if _stale(data["deps"], data["absent"]):
             return None
-        return [_finding(f) for f in data["findings"]], int(data["files_checked"])
+        return [Finding.from_json(f) for f in data["findings"]], int(data["files_checked"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -85,50 +86,43 @@ def store(folder: Path, key: str, findings: list[Finding], files_checked: int, d
     _write(folder, key, {
         "deps": {str(p): file_digest(p) for p in deps},
         "absent": absent,
-        "findings": [_record(f) for f in findings],
+        "findings": [f.to_json() for f in findings],
         "files_checked": files_checked,
     })
 
 
-def store_base(folder: Path, key: str, digests: dict[str, Optional[str]], footprint, deps: Iterable[Path]) -> None:
-    """The footprint of a run (check.Footprint) with the digests of the files it checked
-    and of the other files the engine read; paths are stored absolute."""
-    _write(folder, key, {
-        "digests": digests,
-        "deps": {str(p): file_digest(p) for p in deps},
-        "read": sorted(str(p) for p in footprint.read),
-        "tokens": sorted(footprint.tokens),
-        "helpers": sorted(footprint.helpers),
-        "searches": {text: [os.path.abspath(p) for p in paths] for text, paths in footprint.searches.items()},
-        "absent": footprint.absent,
-        "engine": [_record(f) for f in footprint.engine],
-        "per_file": {os.path.abspath(p): [_record(f) for f in found] for p, found in footprint.per_file.items()},
-    })
+class BaseRun(NamedTuple):
+    """The last run over some files and settings, whatever their contents."""
+
+    footprint: Footprint
+    digests: dict[str, Optional[str]]  # the checked files' content digests, by absolute path
+    deps: list[Path]  # the other files the engine read
 
 
-def load_base(folder: Path, key: str) -> Optional[dict]:
+def store_base(folder: Path, key: str, digests: dict[str, Optional[str]], footprint: Footprint, deps: Iterable[Path]) -> None:
+    """The footprint of a run with the digests of the files it checked and of the other
+    files the engine read."""
+    _write(folder, key, {"digests": digests, "deps": {str(p): file_digest(p) for p in deps}, "footprint": footprint.to_json()})
+
+
+def load_base(folder: Path, key: str) -> Optional[BaseRun]:
     """A stored footprint whose engine-read files outside the checked ones are unchanged."""
     try:
         data = json.loads((folder / f"{key}.json").read_text("utf-8"))
-        if _stale(data):
+        footprint = Footprint.from_json(data["footprint"])
+        if _stale(data["deps"], footprint.absent):
             return None
-        data["engine"] = [_finding(f) for f in data["engine"]]
-        data["per_file"] = {path: [_finding(f) for f in found] for path, found in data["per_file"].items()}
-        return data
+        return BaseRun(footprint, dict(data["digests"]), [Path(p) for p in data["deps"]])
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
-def _stale(data: dict) -> bool:
+def _stale(deps: dict[str, Optional[str]], absent: list[str]) -> bool:
     """A module the engine read outside the checked files changed, or one it looked for
     and did not find now exists."""
-    if any(file_digest(Path(path)) != expected for path, expected in data["deps"].items()):
+    if any(file_digest(Path(path)) != expected for path, expected in deps.items()):
         return True
-    return any(os.path.lexists(path) for path in data["absent"])
-
-
-def _record(finding: Finding) -> dict:
-    return dict(finding.to_json(), source=finding.source)
+    return any(os.path.lexists(path) for path in absent)
 
 
 def _write(folder: Path, key: str, data: dict) -> None:
@@ -153,22 +147,3 @@ def _prune(folder: Path) -> None:
             stale.unlink()
         except OSError:
             pass
-
-
-def _finding(data: dict) -> Finding:
-    region = data.get("region")
-    return Finding(
-        path=data["path"],
-        line=data["line"],
-        column=data["column"],
-        end_line=data["end_line"],
-        end_column=data["end_column"],
-        code=data["code"],
-        category=data["category"],
-        severity=data["severity"],
-        message=data["message"],
-        fix_hint=data.get("fix_hint", ""),
-        region=Region(region["path"], region["line"], region["kind"]) if region else None,
-        trace=tuple(data.get("trace", ())),
-        source=data.get("source", "static"),
-    )

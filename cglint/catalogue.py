@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from pathlib import Path
 from typing import Iterable, Optional
 
+from cglint.datafiles import data_file  # noqa: F401 - also read from here by cglint.engine.api
 from cglint.rule import CATEGORIES, Rule, contract_problems
 
 # The tool's own diagnostics (CG0xx) are not rule classes: they have no examples.
@@ -12,14 +12,15 @@ TOOL_DIAGNOSTICS = {
     "CG000": ("internal-error", "cglint failed on this file (a bug in cglint; please report it)"),
     "CG001": ("unreadable-file", "the file cannot be read or decoded"),
     "CG002": ("syntax-error", "the file does not parse"),
+    "CG003": ("unresolved-configured-name", "a `captured` or `capture-functions` entry names no function in the checked files"),
 }
+# Diagnostics about the configuration, not the code: shown as warnings, they leave the exit
+# status to the findings (a stale entry must not fail every CI run, nor hide the real ones).
+ADVISORY = {"CG003": "warning"}
 
 
-def data_file(name: str) -> Path:
-    """A data file shipped beside the rules (importlib.resources costs a pre-commit run 15 ms)."""
-    import cglint.rules
-
-    return Path(cglint.rules.__file__).parent / name
+def diagnostic_severity(code: str) -> str:
+    return ADVISORY.get(code, "error")
 
 
 @lru_cache(maxsize=None)

@@ -1,51 +1,33 @@
 """`cglint check` as a function: paths and configuration in, findings out."""
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Optional
 
-from cglint import catalogue, source, suppress
+from cglint import catalogue, configured_names, source, suppress
 from cglint.config import Config
 from cglint.discovery import discover, module_name_for, relative_to, resolved
 from cglint.engine.prefilter import CAPTURE_TOKENS, mentions, names_any
-from cglint.findings import Finding, Region
+from cglint.findings import Finding, Region, Related
+from cglint.footprint import Footprint
 from cglint.selection import Selection
 from cglint.syntax_checks import SyntaxChecks
+
+# Lines an aggregated finding's message names; all of them are in its related locations.
+_LINES_LISTED = 8
 
 if TYPE_CHECKING:  # the engine (and libcst) load only when some file can hold a capture
     import libcst as cst
 
+    from cglint import cache
     from cglint.engine.checker import RawHit
     from cglint.engine.definitions import ModuleInfo
     from cglint.engine.positions import Positions
-
-
-@dataclass
-class Footprint:
-    """What the engine's findings depend on besides the files it read: a later run in which
-    only other files changed, none of them answering these searches differently, can reuse
-    them (cache.py)."""
-
-    read: set  # every file the engine parsed or tried to, resolved
-    tokens: frozenset  # the byte scan that picks the files parsed up front
-    helpers: frozenset  # capture helpers found, looked for by name in every file
-    searches: dict[str, list]  # texts looked for in every file -> the files that had them
-    missing: list[str]  # modules the engine looked for on disk and did not find ("root/pkg/mod")
-    engine: list[Finding]  # the run's findings that came from the engine
-    per_file: dict  # the rest (read and syntax errors), by file
-    # The paths whose creation would give the engine a module it looked for: from `missing`,
-    # and only when a cache asks (thousands of lookups on a large tree).
-    known_absent: Optional[list[str]] = None
-
-    @property
-    def absent(self) -> list[str]:
-        if self.known_absent is None:
-            self.known_absent = _absent(self.missing)
-        return self.known_absent
 
 
 @dataclass
@@ -65,6 +47,7 @@ class _EngineRun:
     helpers: frozenset = frozenset()
     searches: dict[str, list[Path]] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)  # modules looked for on disk, not found
+    unresolved: Optional[list[tuple[str, str]]] = None  # configured names found nowhere (CG003)
 
 
 def display_path(path: Path) -> str:
@@ -106,22 +89,22 @@ def check_paths(
     return result
 
 
-def _reuse(previous: dict, files: list[Path], digests: dict, selection: Selection, missing: list[Path]) -> Optional[CheckResult]:
+def _reuse(previous: cache.BaseRun, files: list[Path], digests: dict, selection: Selection, missing: list[Path]) -> Optional[CheckResult]:
     """The previous run's result over the same files, if no file that changed since could
     change what the engine found; the changed files' own read and syntax errors are new."""
-    read, tokens, helpers = set(previous["read"]), previous["tokens"], previous["helpers"]
-    named = names_any(helpers) if helpers else None
-    searches = {text: set(paths) for text, paths in previous["searches"].items()}
-    per_file = dict(previous["per_file"])
+    before = previous.footprint
+    named = names_any(before.helpers) if before.helpers else None
+    searches = {text: set(paths) for text, paths in before.searches.items()}
+    per_file = dict(before.per_file)
     for path in files:
         given = os.path.abspath(path)
-        if previous["digests"].get(given, "") == digests[given]:
+        if previous.digests.get(given, "") == digests[given]:
             continue
-        if str(resolved(path)) in read:
+        if str(resolved(path)) in before.read:
             return None  # the engine read it: its findings may change
         loaded = source.load(path, display_path(path))
         text = loaded.text if isinstance(loaded, source.SourceFile) and not suppress.skips_file(loaded.text) else ""
-        if mentions(text, tokens) or (named is not None and named.search(text)):
+        if mentions(text, before.tokens) or (named is not None and named.search(text)):
             return None  # the engine would read it now
         if any((needle in text) != (given in paths) for needle, paths in searches.items()):
             return None  # a search over every file would answer differently
@@ -131,32 +114,10 @@ def _reuse(previous: dict, files: list[Path], digests: dict, selection: Selectio
             error = source.syntax_check(text) if text else None
             found = [_diagnostic(display_path(path), error)] if error else []
         per_file[given] = selection.reported(found)
-    engine = previous["engine"]
     lost = selection.reported(_diagnostic(display_path(p), _missing(p)) for p in missing)
-    result = sorted(set(engine + [f for found in per_file.values() for f in found] + lost), key=lambda f: f.sort_key)
-    kept = {p: f for p, f in per_file.items() if f}
-    footprint = Footprint(read, frozenset(tokens), frozenset(helpers), previous["searches"], [], engine, kept, previous["absent"])
-    return CheckResult(result, len(files), [Path(p) for p in previous["deps"]], footprint=footprint)
-
-
-def _absent(missing: list[str]) -> list[str]:
-    """For modules looked for and not found ("root/pkg/mod"), the paths that must stay absent
-    for them to stay missing: of `mod.py` and `mod/__init__.py`, the outermost path that does
-    not exist (a few hundred paths for thousands of names: most are in folders that do not)."""
-    found: set[str] = set()
-    exists: dict[str, bool] = {}
-
-    def is_dir(path: str) -> bool:
-        if path not in exists:
-            exists[path] = os.path.isdir(path)
-        return exists[path]
-
-    for base in missing:
-        for path in (base + ".py", os.path.join(base, "__init__.py")):
-            while os.path.dirname(path) != path and not is_dir(os.path.dirname(path)):
-                path = os.path.dirname(path)
-            found.add(path)
-    return sorted(found)
+    result = sorted(set(before.engine + [f for found in per_file.values() for f in found] + lost), key=lambda f: f.sort_key)
+    footprint = replace(before, per_file={p: f for p, f in per_file.items() if f})
+    return CheckResult(result, len(files), previous.deps, footprint=footprint)
 
 
 def check_files(
@@ -207,6 +168,9 @@ def check_files(
         run = _deep_stack(
             _run_engine, texts, entry, roots, checked, config, selection, engine_diagnostics, helper_names, sources, fixable, whole_modules or not prefilter
         )
+    configured = [("captured", n) for n in config.captured] + [("capture-functions", n) for n in sorted(set(config.capture_functions))]
+    unresolved = configured if run.unresolved is None else run.unresolved
+    engine_diagnostics += configured_names.diagnostics(unresolved, config.source, texts.values(), display_path)
     read = set(run.read)  # resolved, the entry files among them
     for path, error in syntax.results(exclude=read):
         per_file.setdefault(path, []).append(_diagnostic(display_path(path), error))
@@ -294,12 +258,9 @@ def _engine_findings(texts, entry, roots, checked, config, selection, diagnostic
     from cglint.engine.checker import Engine
     from cglint.engine.project import Project
 
-    project = Project(display_path, lambda path, error: diagnostics.append(_diagnostic(display_path(path), error)), whole_modules)
-    project.sources = texts
-    if sources:  # modules reached by calls are read from `sources` too (fixes not yet written)
-        given = {path.resolve(): text for path, text in sources.items()}
-        load = project.module_for_path
-        project.module_for_path = lambda path, text=None: load(path, given.get(path.resolve()) if text is None else text)  # type: ignore[method-assign]
+    # Modules reached by calls are read from `sources` too (fixes not yet written).
+    given = {path.resolve(): text for path, text in (sources or {}).items()}
+    project = Project(display_path, lambda path, error: diagnostics.append(_diagnostic(display_path(path), error)), whole_modules, texts, given)
     for root in dict.fromkeys(roots):
         project.add_root(root)
     rules = [rule() for rule in catalogue.rule_classes() if selection.runs(rule.code) and rule.scope != "runtime"]
@@ -318,7 +279,8 @@ def _engine_findings(texts, entry, roots, checked, config, selection, diagnostic
     hits = engine.run()
     if KEEP_TREES:
         _kept.append(engine)
-    return _EngineRun(_findings(hits, checked, selection, fixable), project.attempted_paths(), frozenset(helpers), project.searches, project.missing)
+    found = _findings(hits, checked, selection, fixable)
+    return _EngineRun(found, project.attempted_paths(), frozenset(helpers), project.searches, project.missing, engine.unresolved_entries())
 
 
 def _internal(diagnostics: list[Finding], module: "ModuleInfo", exc: BaseException) -> None:
@@ -338,7 +300,8 @@ def _findings(hits: list["RawHit"], checked: set[Path], selection: Selection, fi
     from cglint.engine.positions import Positions  # the engine loads lazily
 
     positions = Positions()
-    findings = []
+    findings: list[Finding] = []
+    repeated: dict[tuple, list] = {}  # (path, code, function, region) of rules that aggregate
     for hit in hits:
         # Report hazards in the files being checked, and hazards reached from a capture in them.
         region_file = hit.capture.site.module.file.path.resolve() if hit.capture else None
@@ -367,9 +330,28 @@ def _findings(hits: list["RawHit"], checked: set[Path], selection: Selection, fi
                 trace=trace,
             )
         )
-        if fixable is not None and hit.rule.can_fix():
+        if hit.rule.aggregate:
+            findings.pop()
+            repeated.setdefault((finding.path, finding.code, hit.function.key, finding.region), []).append((finding, hit.details.get("expr", "")))
+        elif fixable is not None and hit.rule.can_fix():
             fixable[finding] = hit
-    return findings
+    return findings + [_aggregated(group) for group in repeated.values()]
+
+
+def _aggregated(group: list[tuple[Finding, str]]) -> Finding:
+    """The first of a function's hits of one rule, with the others as related locations."""
+    group.sort(key=lambda pair: pair[0].sort_key)
+    first, seen = group[0][0], {(group[0][0].line, group[0][0].column)}
+    others = []
+    for f, expr in group[1:]:
+        if (f.line, f.column) not in seen:  # one line reached along two call chains is one
+            seen.add((f.line, f.column))
+            others.append(Related(f.path, f.line, f.column, f"also `{expr}`" if expr else f.message))
+    if not others:
+        return first
+    lines = ", ".join(str(r.line) for r in others[:_LINES_LISTED]) + (", ..." if len(others) > _LINES_LISTED else "")
+    message = f"{first.message} (and {len(others)} more in this function: line{'s' if len(others) > 1 else ''} {lines})"
+    return dataclasses.replace(first, message=message, related=tuple(others))
 
 
 def _format(template: str, details: dict) -> str:

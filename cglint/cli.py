@@ -13,6 +13,7 @@ from typing import Optional, Sequence, TextIO
 from cglint import __version__
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT: the status shells give a command stopped by Ctrl-C
 
 
 class UsageError(Exception):
@@ -99,7 +100,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("cglint: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # Output piped into `head` and friends: stop quietly, as other command-line tools do.
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
@@ -173,7 +174,7 @@ def run_check(args: argparse.Namespace) -> int:
         write_report(findings, fmt=fmt, files_checked=result.files_checked, stream=stream, statistics=args.statistics, color=color)
     for note in notes:
         _note(note)
-    if findings and not args.exit_zero:
+    if any(f.code not in catalogue.ADVISORY for f in findings) and not args.exit_zero:
         return EXIT_FINDINGS
     return EXIT_CLEAN
 
@@ -301,7 +302,7 @@ def run_rules(stream: TextIO) -> int:
     from cglint import catalogue
 
     for code, (name, text) in catalogue.TOOL_DIAGNOSTICS.items():
-        stream.write(f"{code}  {'internal':<14} {'error':<8} {name}: {text}\n")
+        stream.write(f"{code}  {'internal':<14} {catalogue.diagnostic_severity(code):<8} {name}: {text}\n")
     for rule in catalogue.rule_classes():
         stream.write(f"{rule.code}  {rule.category:<14} {rule.severity:<8} {rule.name}: {rule.summary}\n")
     return EXIT_CLEAN

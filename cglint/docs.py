@@ -53,7 +53,7 @@ def render() -> str:
         lines += ["", f"GPU evidence was recorded on {evidence.get('device', '?')} with torch {evidence.get('torch', '?')}."]
     lines += ["", "| Code | Name | Category | Severity | What it flags |", "| --- | --- | --- | --- | --- |"]
     for code, (name, text) in catalogue.TOOL_DIAGNOSTICS.items():
-        lines.append(f"| {code} | `{name}` | internal | error | {_cell(text)} |")
+        lines.append(f"| {code} | `{name}` | internal | {catalogue.diagnostic_severity(code)} | {_cell(text)} |")
     for rule in rules:
         lines.append(f"| [{rule.code}](#{rule.code.lower()}) | `{rule.name}` | {rule.category} | {rule.severity} | {_cell(rule.summary)} |")
     for category in CATEGORIES:

@@ -1,6 +1,6 @@
 """The finding object shared by the static checker, the verifier and every reporter.
 
-Its JSON form is a stable contract (see DESIGN.md): field names and meanings never change.
+Its JSON form is a stable contract: field names and meanings never change.
 """
 from __future__ import annotations
 
@@ -21,6 +21,20 @@ class Region:
 
 
 @dataclass(frozen=True)
+class Related:
+    """Another location that explains a finding: the line that changes a frozen value, another
+    occurrence of the same hazard in the function."""
+
+    path: str
+    line: int
+    column: int
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "line": self.line, "column": self.column, "message": self.message}
+
+
+@dataclass(frozen=True)
 class Finding:
     path: str
     line: int
@@ -35,6 +49,7 @@ class Finding:
     region: Optional[Region] = None
     trace: tuple[str, ...] = ()
     source: str = "static"  # "static" or "runtime"
+    related: tuple[Related, ...] = ()
     fixable: bool = field(default=False, compare=False)
 
     @property
@@ -56,6 +71,28 @@ class Finding:
             "region": self.region.to_json() if self.region else None,
             "trace": list(self.trace),
         }
+        if self.related:
+            data["related"] = [r.to_json() for r in self.related]
         if self.source != "static":
             data["source"] = self.source
         return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Finding":
+        region = data.get("region")
+        return cls(
+            path=data["path"],
+            line=data["line"],
+            column=data["column"],
+            end_line=data["end_line"],
+            end_column=data["end_column"],
+            code=data["code"],
+            category=data["category"],
+            severity=data["severity"],
+            message=data["message"],
+            fix_hint=data.get("fix_hint", ""),
+            region=Region(region["path"], region["line"], region["kind"]) if region else None,
+            trace=tuple(data.get("trace", ())),
+            source=data.get("source", "static"),
+            related=tuple(Related(r["path"], r["line"], r["column"], r["message"]) for r in data.get("related", ())),
+        )

@@ -18,7 +18,7 @@ import difflib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Optional, Union
+from typing import Iterable, Optional
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -31,7 +31,6 @@ from cglint.findings import Finding
 from cglint.selection import Selection
 
 MAX_PASSES = 10
-Replacement = Union[cst.CSTNode, cst.RemovalSentinel]
 
 
 class FixContext:

@@ -73,6 +73,10 @@ class Rule:
     fix_safety: ClassVar[str] = "No automatic fix."
     scope: ClassVar[str] = REGION
     nodes: ClassVar[tuple[type, ...]] = ()
+    # Hits of this rule in one function are one finding: the first, with the count and the
+    # other lines as related locations. For hazards that are one decision however often they
+    # repeat (a function with 120 `logger.debug` lines is one thing to move out of the graph).
+    aggregate: ClassVar[bool] = False
     # Examples: complete small programs. Every `invalid` one must produce this rule
     # exactly on its marked lines; every `valid` one (the first is the fix) nothing.
     invalid: ClassVar[tuple[str, ...]] = ()
@@ -223,7 +227,7 @@ def _placeholders(text: str) -> str:
 def gpu_evidence() -> dict:
     """rules/gpu-evidence.json, written by bench/gpu_evidence.py on a GPU ({} if absent)."""
     try:
-        from cglint.catalogue import data_file
+        from cglint.datafiles import data_file
 
         return json.loads(data_file("gpu-evidence.json").read_text("utf-8"))
     except (OSError, ModuleNotFoundError, ValueError):

@@ -206,8 +206,3 @@ def load(path: Path, display: str) -> Union[SourceFile, SourceError]:
     if isinstance(text, SourceError):
         return text
     return SourceFile(path, display, text)
-
-
-def line_at(text: str, line: int) -> Optional[str]:
-    lines = text.splitlines()
-    return lines[line - 1] if 0 < line <= len(lines) else None

@@ -17,6 +17,13 @@ def _syntax_error_batch(paths: list[Path]) -> list[tuple[Path, source.SourceErro
     return found
 
 
+# Starting worker processes costs more than checking a few dozen files here.
+_FILES_WORTH_A_POOL = 64
+# Small batches: whatever the workers have not started when the engine is done, this
+# process checks itself.
+_BATCH = 32
+
+
 class SyntaxChecks:
     """Syntax errors (CG002) of files never parsed with libcst: in worker processes when
     `jobs` > 1, while this process runs the engine."""
@@ -27,16 +34,13 @@ class SyntaxChecks:
         self._batches: list = []
         self._pool = None
         paths = sorted(texts)
-        if jobs > 1 and len(paths) >= 64:
+        if jobs > 1 and len(paths) >= _FILES_WORTH_A_POOL:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
             context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
             self._pool = ProcessPoolExecutor(max_workers=jobs - 1, mp_context=context)
-            # Small batches: whatever the workers have not started when the engine is done,
-            # this process checks itself.
-            chunk = 32
-            self._batches = [paths[i : i + chunk] for i in range(0, len(paths), chunk)]
+            self._batches = [paths[i : i + _BATCH] for i in range(0, len(paths), _BATCH)]
             self._futures = [self._pool.submit(_syntax_error_batch, batch) for batch in self._batches]
 
     def results(self, exclude: set[Path]) -> list[tuple[Path, source.SourceError]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cglint.engine.syntax import reads
 from cglint.rule import Hit, Rule
 
 
@@ -125,13 +126,13 @@ class HostStateCondition(Rule):
     name = "branch-on-changing-host-state"
     category = "control-flow"
     severity = "warning"
-    summary = "Branches on host state that the code changes between replays (counters, mode flags)."
-    message = "{state}, but this branch runs only at capture: every replay repeats the path taken then"
+    summary = "Branches or loops on host state that the code changes between replays (counters, mode flags, `self.training`, loop counts set by a method)."
+    message = "{state}, but this {construct} runs only at capture: every replay repeats the path taken then"
     fix_hint = "Make the choice on the device (`torch.where` on a device flag updated with `fill_()`), or capture one graph per mode."
     why = """Python control flow runs once, at capture. A branch on a step counter or a flag
     that changes later is frozen: replays keep executing the kernels of the path that
     was taken at capture, silently, whatever the counter or flag says now."""
-    nodes = (cst.If, cst.While, cst.IfExp)
+    nodes = (cst.If, cst.While, cst.IfExp, cst.For)
     invalid = (
         '''
 import torch
@@ -173,26 +174,22 @@ with torch.cuda.graph(g):
     )
 
     def check(self, node, ctx):
-        for part in operands(node.test):
+        if isinstance(node, cst.For):
+            # `for _ in range(self.num_steps)`: the trip count is fixed at capture like a branch.
+            bound = node.iter
+            if not (isinstance(bound, cst.Call) and ctx.call_name(bound) == "range"):
+                return
+            parts, construct = [a.value for a in bound.args], "loop"
+        else:
+            parts, construct = operands(node.test), "branch"
+        for part in parts:
             for expr in _state_reads(part):
                 state = ctx.changing_state(expr)
                 if state:
-                    yield Hit(node.test, {"state": state})
+                    yield Hit(bound if construct == "loop" else node.test, {"state": state, "construct": construct})
                     return
 
 
 def _state_reads(expr: cst.BaseExpression):
     """Attributes and names read by a condition (not inside calls: those are values)."""
-    stack = [expr]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, (cst.Attribute, cst.Name)):
-            yield current
-            continue
-        if isinstance(current, cst.Comparison):
-            stack.append(current.left)
-            stack.extend(c.comparator for c in current.comparisons)
-        elif isinstance(current, cst.BinaryOperation):
-            stack.extend((current.left, current.right))
-        elif isinstance(current, cst.UnaryOperation):
-            stack.append(current.expression)
+    return reads(expr, lambda node: isinstance(node, (cst.Comparison, cst.BinaryOperation, cst.UnaryOperation)))

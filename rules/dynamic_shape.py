@@ -11,7 +11,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from cglint.engine.syntax import code_of, keyword, positional
+from cglint.engine.syntax import code_of, keyword, positional, reads
 from cglint.engine.values import Kind
 from cglint.rule import Hit, Rule
 
@@ -42,29 +42,23 @@ def size_arguments(node: cst.CSTNode, ctx) -> list[cst.BaseExpression]:
     return []
 
 
+# Calls whose result is computed from their arguments' values: `min(n, cap)` reads `n`.
+_ARITHMETIC_CALLS = ("min", "max", "int", "float", "round", "abs", "math", "len")
+_HOST_OPERATORS = (cst.Subscript, cst.BinaryOperation, cst.UnaryOperation, cst.IfExp, cst.Tuple, cst.List)
+
+
 def host_reads(expr: cst.BaseExpression, ctx) -> Iterator[cst.BaseExpression]:
     """Names and attributes a host expression reads, not looking into tensor sub-expressions
     (`x.shape[0]` reads metadata of a tensor, which a graph fixes anyway)."""
-    stack = [expr]
-    while stack:
-        current = stack.pop()
-        if ctx.is_tensor(current):
-            continue
-        if isinstance(current, (cst.Name, cst.Attribute)):
-            yield current
-        elif isinstance(current, cst.Subscript):
-            stack.append(current.value)
-            stack.extend(e.slice.value for e in current.slice if isinstance(e.slice, cst.Index))
-        elif isinstance(current, cst.BinaryOperation):
-            stack.extend((current.left, current.right))
-        elif isinstance(current, cst.UnaryOperation):
-            stack.append(current.expression)
-        elif isinstance(current, cst.IfExp):
-            stack.extend((current.body, current.orelse))
-        elif isinstance(current, (cst.Tuple, cst.List)):
-            stack.extend(e.value for e in current.elements)
-        elif isinstance(current, cst.Call) and (ctx.call_name(current) or "").split(".")[0] in ("min", "max", "int", "float", "round", "abs", "math", "len"):
-            stack.extend(a.value for a in current.args)
+
+    def opens(node: cst.BaseExpression) -> bool:
+        if ctx.is_tensor(node):
+            return False
+        if isinstance(node, cst.Call):
+            return (ctx.call_name(node) or "").split(".")[0] in _ARITHMETIC_CALLS
+        return isinstance(node, _HOST_OPERATORS)
+
+    return (read for read in reads(expr, opens) if not ctx.is_tensor(read))
 
 
 def changing_number(read: cst.BaseExpression, ctx):

@@ -38,6 +38,12 @@ def _operands(node: cst.CSTNode, ctx) -> list[cst.BaseExpression]:
         left, right = ctx.is_tensor(node.left), ctx.is_tensor(node.right)
         if left != right:
             return [node.right if left else node.left]
+        if not left and not right:
+            # `config.GUIDANCE * (cond - uncond)` with parameters of unknown kind: in captured
+            # code the operand that is not a known host value is almost always a tensor.
+            left_host, right_host = ctx.value(node.left).is_host, ctx.value(node.right).is_host
+            if left_host != right_host:
+                return [node.left if left_host else node.right]
         return []
     if isinstance(node, cst.Subscript):  # x[self.pos]: an index chosen on the host
         if ctx.is_tensor(node.value):

@@ -25,13 +25,16 @@ class PrintInCapture(Rule):
     code = "CG501"
     name = "print-in-capture"
     category = "host-effect"
-    severity = "warning"
+    aggregate = True
+    severity = "info"
     summary = "Prints from captured code: `print(...)`, `sys.stdout.write(...)`."
     message = "`{expr}` " + _ONCE + ", so the output appears once instead of on every step"
     fix_hint = "Print outside the graph: after replay() (reading the static outputs), or during warmup."
     why = """Printing is host work. During capture it runs once; a replay only launches the
     recorded kernels, so the line never appears again. Code that prints progress or
-    values from inside a captured step silently stops reporting."""
+    values from inside a captured step silently stops reporting.
+    Severity info: only output is lost; no value the program computes changes, so it
+    ranks below hazards that fail capture or change results."""
     fix_safety = "Safe: moving a print changes no value computed on the GPU."
     nodes = (cst.Call,)
     invalid = (
@@ -73,14 +76,17 @@ class LoggingInCapture(Rule):
     code = "CG502"
     name = "logging-in-capture"
     category = "host-effect"
-    severity = "warning"
+    aggregate = True
+    severity = "info"
     summary = "Logs from captured code: `logging`, a logger's `info()`/`debug()`/..., `wandb.log`."
     message = "`{expr}` " + _ONCE + ", so this log record is written once instead of on every step"
     fix_hint = "Log outside the graph: after replay() from the static outputs, or during warmup."
     why = """Log calls are host work. Inside a captured region they run once, at capture,
     and replays skip them: metrics stop being recorded and warnings stop being issued,
     with no error. `warnings.warn` and `logger.warning_once` are not reported: they
-    report once by design, so nothing is lost."""
+    report once by design, so nothing is lost.
+    Severity info: only output is lost; no value the program computes changes, so it
+    ranks below hazards that fail capture or change results."""
     fix_safety = "Safe: moving a log call changes no value computed on the GPU."
     nodes = (cst.Call,)
     invalid = (
@@ -139,6 +145,7 @@ class FileIOInCapture(Rule):
     code = "CG503"
     name = "file-io-in-capture"
     category = "host-effect"
+    aggregate = True
     severity = "warning"
     summary = "Reads or writes files from captured code: `open`, `torch.save`/`torch.load`, `json.dump`, `np.save`, TensorBoard writers."
     message = "`{expr}` " + _ONCE + ": the file is read or written at capture and never again"
@@ -203,6 +210,7 @@ class HostContainerMutation(Rule):
     code = "CG504"
     name = "host-container-mutation-in-capture"
     category = "host-effect"
+    aggregate = True
     severity = "warning"
     summary = "Appends to or assigns into a list or dict on `self` or a module global from code reached by a capture."
     message = "`{expr}` " + _ONCE + ": `{container}` changes once, at capture, and never on replay"
@@ -290,6 +298,7 @@ class HostCounter(Rule):
     code = "CG505"
     name = "host-counter-in-capture"
     category = "host-effect"
+    aggregate = True
     severity = "warning"
     summary = "Updates a Python counter on `self` or a global from code reached by a capture (`self.step += 1`)."
     message = "`{expr}` " + _ONCE + ": `{counter}` stops counting while replays go on"
@@ -365,6 +374,7 @@ class TimerInCapture(Rule):
     code = "CG506"
     name = "timer-in-capture"
     category = "host-effect"
+    aggregate = True
     severity = "warning"
     summary = "Reads a host clock or sleeps in captured code: `time.time()`, `perf_counter()`, `time.sleep()`."
     message = "`{expr}` " + _ONCE + ": the time is read at capture and replays reuse nothing of it"
@@ -414,12 +424,15 @@ class ProgressBarInCapture(Rule):
     code = "CG507"
     name = "progress-bar-in-capture"
     category = "host-effect"
-    severity = "warning"
+    aggregate = True
+    severity = "info"
     summary = "Creates or updates a progress bar (`tqdm`) in captured code."
     message = "`{expr}` " + _ONCE + ": the progress bar moves at capture and then freezes"
     fix_hint = "Drive the progress bar from the replay loop, outside the graph."
     why = """A progress bar is host output. Updated from captured code it advances once, at
-    capture; replays do not run Python, so it never moves again."""
+    capture; replays do not run Python, so it never moves again.
+    Severity info: only output is lost; no value the program computes changes, so it
+    ranks below hazards that fail capture or change results."""
     fix_safety = "Safe: progress output changes no value computed on the GPU."
     nodes = (cst.Call,)
     invalid = (

@@ -1,387 +1,16 @@
-"""setup (CG90x): how a capture is prepared.
+"""setup (CG90x): how a capture is prepared, beside warmup (warmup.py) and autocast (autocast.py).
 
-Warmup before capture, autocast caching, activation checkpointing, capturable
-optimizers, module hooks, DDP, compiled functions and capture-only branches. Each
-of these either fails capture or makes the captured path differ from eager.
+Activation checkpointing, capturable optimizers, module hooks, DDP and capture-only
+branches. Each of these either fails capture or makes the captured path differ from eager.
 """
 from __future__ import annotations
 
-from typing import Iterator, Optional
-
 import libcst as cst
 
-from cglint.engine.captures import CaptureKind, capture_method
-from cglint.engine.syntax import assigned_names, calls_in, code_of, decorator_callee, descendants, dotted_name, keyword, positional
+from cglint.engine.captures import CaptureKind
+from cglint.engine.syntax import calls_in, code_of, descendants, is_false, keyword, positional
 from cglint.rule import CAPTURE, Hit, Rule
-
-def _manual(capture) -> bool:
-    """Captures that do no warmup of their own (make_graphed_callables and torch.compile do)."""
-    return capture is not None and capture.kind in (CaptureKind.GRAPH_BLOCK, CaptureKind.CAPTURE_SPAN, CaptureKind.HELPER)
-
-
-def _is_false(node: Optional[cst.BaseExpression]) -> bool:
-    return isinstance(node, cst.Name) and node.value == "False"
-
-
-# --- warmup evidence ---------------------------------------------------------------
-def _roots(expr: cst.BaseExpression) -> Iterator[cst.Name]:
-    """Names an expression reads at its root (`model` in `model.encoder(x)`, not `encoder`)."""
-    stack = [expr]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, cst.Name):
-            yield current
-        elif isinstance(current, cst.Attribute):
-            stack.append(current.value)
-        elif isinstance(current, cst.Call):
-            stack.append(current.func)
-            stack.extend(a.value for a in current.args)
-        elif isinstance(current, cst.Subscript):
-            stack.append(current.value)
-        elif isinstance(current, (cst.Tuple, cst.List)):
-            stack.extend(e.value for e in current.elements)
-
-
-def _entries(capture, ctx) -> list[cst.Call]:
-    """Calls in the capture block of project code or of objects made before it (`model(x)`,
-    `train_step(...)`, `self.runner.step()`); torch ops and tensor methods need no warmup."""
-    found = []
-    for call in calls_in(ctx.region_statements(capture)):
-        if dotted_name(call.func) is None or capture_method(call) is not None:
-            continue
-        root = ctx.value(next(_roots(call.func)))
-        # Project code, modules, optimizers, compiled functions: what lazily initializes on
-        # a first call. Streams, events and tensors (`x.sum()`) have nothing to warm up.
-        if ctx.value(call.func).targets or root.targets or root.tag in _WARMABLE:
-            found.append(call)
-    return found
-
-
-_WARMABLE = ("module", "module_container", "compiled", "ddp", "optimizer")
-
-
-def _bound(statements, imports: bool = True) -> set[str]:
-    """Names the statements bind (assignments, loops, with-as, defs, and imports if asked)."""
-    names: set[str] = set()
-    for stmt in statements:
-        for node in [stmt, *descendants(stmt)]:
-            if isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For)):
-                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
-                names.update(leaf.value for t in targets for leaf in assigned_names(t) if isinstance(leaf, cst.Name))
-            elif isinstance(node, cst.AsName) and isinstance(node.name, cst.Name):
-                names.add(node.name.value)
-            elif isinstance(node, cst.ImportAlias) and imports:
-                names.add((dotted_name(node.name) or "").split(".")[0])
-            elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-                names.add(node.name.value)
-    return names
-
-
-def _whole_story(entries: list[cst.Call], before: list, ctx) -> bool:
-    """Whether every object the capture block's calls use is created in the statements before
-    it: then no earlier code (a caller, another cell) can have warmed them up, and a missing
-    warmup is certain. Parameters, `self` and globals set elsewhere make it unknown;
-    project functions and imports are code, not state, and do not."""
-    bound = _bound(before) | _bound(ctx.region_statements())
-    for call in calls_in(ctx.region_statements()):
-        for root in _roots(call):
-            if root.value not in bound and ctx.qualname(root) is None:
-                return False
-    return bool(entries)
-
-
-def _warmupcalls_in(entries: list[cst.Call], before: list) -> list[cst.Call]:
-    """Calls before the capture that run what it captures: the same callee, a helper given
-    it (`warmup(model, x)`), or anything named like a warmup."""
-    wanted = {code_of(c.func) for c in entries}
-    wanted |= {code_of(c.func.value) for c in entries if isinstance(c.func, cst.Attribute)}
-    found = []
-    for call in calls_in(before):
-        func = code_of(call.func)
-        if func in wanted or "warm" in func.lower() or any(code_of(a.value) in wanted for a in call.args):
-            found.append(call)
-    return found
-
-
-def _on_side_stream(call: cst.Call, function, ctx) -> bool:
-    for outer in ctx.enclosing(call, function):
-        if isinstance(outer, cst.With) and any(
-            isinstance(i.item, cst.Call) and ctx.call_name(i.item) in ctx.api.streams.context for i in outer.items
-        ):
-            return True
-    return False
-
-
-def _compiled(call: cst.Call, ctx) -> bool:
-    """A call of a torch.compile'd function or module (`torch.compile(f)`, `@torch.compile`)."""
-    callee = ctx.value(call.func)
-    if callee.tag == "compiled":
-        return True
-    for target in callee.targets:
-        for decorator in getattr(target, "decorators", ()):  # project functions and lambdas
-            if ctx.qualname(decorator_callee(decorator)) in ctx.api.capture.compile:
-                return True
-    return False
-
-
-class CaptureWithoutWarmup(Rule):
-    code = "CG901"
-    name = "capture-without-warmup"
-    category = "setup"
-    severity = "error"
-    summary = "Captures work that never ran before: no warmup of the captured calls precedes `with torch.cuda.graph(...)` / `capture_begin()`."
-    message = "`{call}` is captured without ever running before; lazy initialization (cuBLAS/cuDNN workspaces, autotuning, autograd state) then happens inside the capture"
-    fix_hint = "Run the captured work a few times on a side stream before capture: `s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())`, `with torch.cuda.stream(s): for _ in range(3): step()`, then `torch.cuda.current_stream().wait_stream(s)`."
-    why = """The first call of a model or a training step initializes libraries and caches:
-    cuBLAS and cuDNN handles and workspaces, autotuning, optimizer state, gradient
-    buffers. Done during capture, these allocations and synchronizations are illegal or
-    get recorded into the graph. PyTorch's documentation requires a warmup on a side
-    stream before capturing. Reported only when the capture block's callables are all
-    created in the same function, so no earlier code could have warmed them up."""
-    scope = CAPTURE
-    nodes = (cst.With, cst.Call)
-    invalid = (
-        '''
-import torch
-
-def main():
-    model = torch.nn.Linear(64, 64).cuda()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    static_x = torch.randn(32, 64, device="cuda")
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):  # expect: CG901
-        loss = model(static_x).square().mean()
-        loss.backward()
-    for _ in range(10):
-        g.replay()
-        opt.step()
-''',
-    )
-    valid = (
-        '''
-import torch
-
-def main():
-    model = torch.nn.Linear(64, 64).cuda()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    static_x = torch.randn(32, 64, device="cuda")
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            model(static_x).square().mean().backward()
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        loss = model(static_x).square().mean()
-        loss.backward()
-    for _ in range(10):
-        g.replay()
-        opt.step()
-''',
-    )
-
-    def check(self, node, ctx):
-        capture = ctx.capture
-        if not _manual(capture):
-            return
-        before = ctx.site_before()
-        entries = _entries(capture, ctx)
-        if not entries or any(_compiled(c, ctx) for c in entries):
-            return  # nothing of the project to warm up, or a compiled call: CG908 says more
-        if _whole_story(entries, before, ctx) and not _warmupcalls_in(entries, before):
-            yield Hit(node, {"call": code_of(entries[0])})
-
-
-class WarmupOnDefaultStream(Rule):
-    code = "CG902"
-    name = "warmup-on-default-stream"
-    category = "setup"
-    severity = "info"
-    summary = "Warms up a captured backward pass on the default stream instead of a side stream."
-    message = "the warmup `{call}` runs on the default stream before a captured backward pass; PyTorch's documentation asks for the warmup on a side stream (older versions failed such captures)"
-    fix_hint = "Run the warmup iterations inside `with torch.cuda.stream(side):` (after `side.wait_stream(torch.cuda.current_stream())`), then `torch.cuda.current_stream().wait_stream(side)`."
-    why = """Autograd runs each backward op on the stream its forward ran on. After a warmup on
-    the default stream, a captured backward could make the capturing stream wait on the
-    default (legacy) stream, a dependency on uncaptured work that invalidated the capture
-    in earlier PyTorch versions; the documentation asks for warmup on a side stream. On
-    torch 2.11 (H100) such a capture succeeded and replayed like eager, so this is info."""
-    scope = CAPTURE
-    nodes = (cst.With, cst.Call)
-    invalid = (
-        '''
-import torch
-
-def main():
-    model = torch.nn.Linear(64, 64).cuda()
-    static_x = torch.randn(32, 64, device="cuda")
-    for _ in range(3):
-        model(static_x).sum().backward()  # expect: CG902
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        model(static_x).sum().backward()
-''',
-    )
-    valid = (
-        '''
-import torch
-
-def main():
-    model = torch.nn.Linear(64, 64).cuda()
-    static_x = torch.randn(32, 64, device="cuda")
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            model(static_x).sum().backward()
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        model(static_x).sum().backward()
-''',
-    )
-
-    def check(self, node, ctx):
-        capture = ctx.capture
-        if not _manual(capture) or capture.host is None:
-            return
-        if ".backward" not in capture.calls and not capture.calls & ctx.api.setup.backward:
-            return
-        before = ctx.site_before()
-        entries = _entries(capture, ctx)
-        warm = _warmupcalls_in(entries, before)
-        wanted = {code_of(c.func) for c in entries}
-        direct = [c for c in warm if code_of(c.func) in wanted]
-        # Warmup through a helper (`warmup(model, x)`) may use a side stream: only direct calls count.
-        if direct and len(direct) == len(warm) and not any(_on_side_stream(c, capture.host, ctx) for c in direct):
-            yield Hit(direct[0], {"call": code_of(direct[0])})
-
-
-def _caching_autocast(node: cst.CSTNode, function, ctx) -> Optional[cst.Call]:
-    """The `torch.autocast(...)` around `node` whose weight-cast cache is on (no cache_enabled=False)."""
-    for outer in ctx.enclosing(node, function):
-        if not isinstance(outer, cst.With):
-            continue
-        for item in outer.items:
-            call = item.item
-            if isinstance(call, cst.Call) and ctx.call_name(call) in ctx.api.setup.autocast:
-                if _is_false(keyword(call, "cache_enabled")) or _is_false(keyword(call, "enabled")):
-                    continue
-                device = keyword(call, "device_type") or (positional(call)[0] if positional(call) else None)
-                if device is not None and code_of(device).strip("'\"") == "cpu":
-                    continue
-                return call
-    return None
-
-
-def _autocast_fix(node: cst.CSTNode, ctx):
-    """`cache_enabled=False` on the autocast named in the finding, around `node`. Autocast then
-    casts the weights on every use instead of caching the casts: the same values, always fresh."""
-    for outer in ctx.ancestors(node):
-        for item in outer.items if isinstance(outer, cst.With) else ():
-            call = item.item
-            if isinstance(call, cst.Call) and code_of(call) == ctx.details.get("autocast"):
-                return {call: ctx.with_keyword(call, "cache_enabled", cst.Name("False"))}
-    return None
-
-
-_AUTOCAST_FIX_SAFETY = "Safe: `--fix` adds `cache_enabled=False` to the autocast; the casts compute the same values, made afresh for every use."
-
-
-class AutocastCacheAroundCapture(Rule):
-    code = "CG903"
-    name = "capture-inside-caching-autocast"
-    category = "setup"
-    severity = "warning"
-    summary = "Captures a graph inside `torch.autocast(...)` without `cache_enabled=False`."
-    message = "this capture runs inside `{autocast}`, whose cache keeps the low-precision weight copies made before capture; the graph reads those copies, which go stale when the weights change (and are freed when autocast exits)"
-    fix_hint = "Pass `cache_enabled=False` to the autocast around the capture (and around its warmup)."
-    why = """Autocast caches the fp16/bf16 copy of each weight for as long as the outermost
-    autocast block is open. A capture inside that block does not cast the weights again:
-    the graph reads the cached copies made during warmup. After an optimizer step the
-    replays keep using the old weights, and when the autocast block exits the copies are
-    freed while the graph still reads them. Results diverge from eager silently."""
-    fix_safety = _AUTOCAST_FIX_SAFETY
-    scope = CAPTURE
-    nodes = (cst.With, cst.Call)
-    invalid = (
-        '''
-import torch
-
-with torch.autocast("cuda", dtype=torch.float16):
-    for _ in range(3):
-        static_y = model(static_x)
-    with torch.cuda.graph(g):  # expect: CG903
-        static_y = model(static_x)
-''',
-    )
-    valid = (
-        '''
-import torch
-
-with torch.autocast("cuda", dtype=torch.float16, cache_enabled=False):
-    for _ in range(3):
-        static_y = model(static_x)
-    with torch.cuda.graph(g):
-        static_y = model(static_x)
-''',
-    )
-
-    def check(self, node, ctx):
-        capture = ctx.capture
-        if _manual(capture):
-            autocast = _caching_autocast(node, ctx.function, ctx)
-            if autocast is not None:
-                yield Hit(node, {"autocast": code_of(autocast)})
-
-    def fix(self, node, ctx):
-        return _autocast_fix(node, ctx)
-
-
-class AutocastCacheGraphedCallables(Rule):
-    code = "CG910"
-    name = "graphed-callables-inside-caching-autocast"
-    category = "setup"
-    severity = "error"
-    summary = "Calls `make_graphed_callables` inside `torch.autocast(...)` without `cache_enabled=False`."
-    message = "`{expr}` runs inside `{autocast}` with its cast cache on; make_graphed_callables refuses this (`make_graphed_callables does not support the autocast caching`)"
-    fix_hint = "Pass `cache_enabled=False` to the autocast that surrounds graphing (and later replays)."
-    why = """The forward and backward graphs of make_graphed_callables are captured separately;
-    cached weight casts made while capturing the forward would be freed before the
-    backward graph replays. PyTorch checks for an active autocast cache and raises."""
-    fix_safety = _AUTOCAST_FIX_SAFETY
-    scope = CAPTURE
-    nodes = (cst.Call,)
-    invalid = (
-        '''
-import torch
-
-model = torch.nn.Linear(16, 16).cuda()
-sample = torch.randn(8, 16, device="cuda")
-with torch.autocast("cuda", dtype=torch.float16):
-    graphed = torch.cuda.make_graphed_callables(model, (sample,))  # expect: CG910
-''',
-    )
-    valid = (
-        '''
-import torch
-
-model = torch.nn.Linear(16, 16).cuda()
-sample = torch.randn(8, 16, device="cuda")
-with torch.autocast("cuda", dtype=torch.float16, cache_enabled=False):
-    graphed = torch.cuda.make_graphed_callables(model, (sample,))
-''',
-    )
-
-    def check(self, node, ctx):
-        capture = ctx.capture
-        if capture is not None and capture.kind is CaptureKind.GRAPHED_CALLABLES:
-            autocast = _caching_autocast(node, ctx.function, ctx)
-            if autocast is not None:
-                yield Hit(node, {"autocast": code_of(autocast)})
-
-    def fix(self, node, ctx):
-        return _autocast_fix(node, ctx)
+from cglint.rules.warmup import on_side_stream
 
 
 class CheckpointRngState(Rule):
@@ -424,7 +53,7 @@ with torch.cuda.graph(g):
     )
 
     def check(self, node, ctx):
-        if ctx.call_name(node) in ctx.api.setup.checkpoint and not _is_false(keyword(node, "preserve_rng_state")):
+        if ctx.call_name(node) in ctx.api.setup.checkpoint and not is_false(keyword(node, "preserve_rng_state")):
             yield node
 
 
@@ -474,7 +103,7 @@ with torch.cuda.graph(g):
         if optimizer.origin.qualname not in ctx.api.setup.capturable_optimizers:
             return
         flag = keyword(optimizer.origin.call, "capturable")
-        if flag is None or _is_false(flag):
+        if flag is None or is_false(flag):
             yield Hit(node, {"optimizer": code_of(method[0])})
 
 
@@ -535,6 +164,12 @@ def _is_assign(stmt) -> bool:
     return isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign)
 
 
+# make_graphed_callables' default num_warmup_iters, and the count PyTorch's documentation
+# asks for with DDP (its first iterations rebuild buckets and record timing events).
+_GRAPHED_CALLABLES_WARMUP = 3
+_DDP_WARMUP = 11
+
+
 class DdpCaptureSetup(Rule):
     code = "CG907"
     name = "ddp-capture-setup"
@@ -586,71 +221,14 @@ graphed = torch.cuda.make_graphed_callables(model, (sample,), num_warmup_iters=1
                 continue
             problems = []
             iters = keyword(node, "num_warmup_iters")
-            count = ctx.value(iters).const if iters is not None else 3
-            if isinstance(count, int) and count < 11:
-                problems.append(f"with {count} warmup iterations (DDP needs 11)")
-            if not _on_side_stream(value.origin.call, value.origin.function, ctx):
+            count = ctx.value(iters).const if iters is not None else _GRAPHED_CALLABLES_WARMUP
+            if isinstance(count, int) and count < _DDP_WARMUP:
+                problems.append(f"with {count} warmup iterations (DDP needs {_DDP_WARMUP})")
+            if not on_side_stream(value.origin.call, value.origin.function, ctx):
                 problems.append("built on the default stream")
             if problems:
                 yield Hit(node, {"problem": " and ".join(problems)})
                 return
-
-
-class CompiledFirstCalledInCapture(Rule):
-    code = "CG908"
-    name = "compiled-function-first-called-in-capture"
-    category = "setup"
-    severity = "error"
-    summary = "Calls a `torch.compile`d function for the first time inside a manual capture."
-    message = "`{expr}` compiles on its first call, which happens inside the capture; compilation reads RNG state and copies host data, which capture refuses"
-    fix_hint = "Call the compiled function with the same shapes before capture (on the warmup side stream), so it is compiled when the capture runs."
-    why = """torch.compile traces and compiles on the first call. Dynamo saves and restores the
-    CUDA RNG state around tracing, and Inductor may autotune or copy host data: all of
-    it is illegal during capture, so a first call inside `torch.cuda.graph` fails
-    (pytorch issues 131782, 185074). Reported only when the capture block's callables
-    are all created in the same function and none ran before."""
-    scope = CAPTURE
-    nodes = (cst.With, cst.Call)
-    invalid = (
-        '''
-import torch
-
-def main():
-    layer = torch.compile(torch.nn.Linear(16, 16).cuda())
-    static_x = torch.randn(8, 16, device="cuda")
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        static_y = layer(static_x)  # expect: CG908
-''',
-    )
-    valid = (
-        '''
-import torch
-
-def main():
-    layer = torch.compile(torch.nn.Linear(16, 16).cuda())
-    static_x = torch.randn(8, 16, device="cuda")
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            layer(static_x)
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        static_y = layer(static_x)
-''',
-    )
-
-    def check(self, node, ctx):
-        capture = ctx.capture
-        if not _manual(capture):
-            return
-        before = ctx.site_before()
-        entries = _entries(capture, ctx)
-        compiled = [c for c in entries if _compiled(c, ctx)]
-        if compiled and _whole_story(entries, before, ctx) and not _warmupcalls_in(entries, before):
-            yield compiled[0]
 
 
 def _does_work(statements, ctx) -> bool:
@@ -735,4 +313,3 @@ with torch.cuda.graph(g):
 
 def _returns(stmt) -> bool:
     return isinstance(stmt, cst.SimpleStatementLine) and any(isinstance(s, cst.Return) for s in stmt.body)
-

@@ -48,7 +48,7 @@ def test_editing_a_callee_outside_the_checked_files_invalidates(project, capsys)
 
 
 def test_options_are_part_of_the_key(project, capsys):
-    assert check_json(["run.py"], capsys)
+    assert [f["code"] for f in check_json(["run.py"], capsys)] == ["CG102"]
     assert check_json(["--ignore", "CG102", "run.py"], capsys) == []
 
 
@@ -137,3 +137,17 @@ def test_creating_a_module_a_checked_file_imports_invalidates(tmp_path, monkeypa
     assert check_json(["run.py"], capsys) == []
     (tmp_path / "model" / "__init__.py").write_text("def forward(x):\n    return x.nonzero()\n")  # ...a package is
     assert [f["code"] for f in check_json(["run.py"], capsys)] == ["CG105"]
+
+
+def test_a_footprint_reads_back_as_it_was_stored(tree, capsys):
+    from cglint.check import check_paths
+    from cglint.config import Config
+    from cglint.footprint import Footprint
+
+    footprint = check_paths([tree], Config(root=tree)).footprint
+    stored = json.loads(json.dumps(footprint.to_json()))
+    again = Footprint.from_json(stored)
+    assert again.engine == footprint.engine and [f.code for f in again.engine] == ["CG102"]
+    assert again.engine[0].region is not None and again.engine[0].trace == footprint.engine[0].trace
+    assert again.read == {str(tree / name) for name in ("run.py", "model.py", "helpers.py")}  # not data.py
+    assert again.absent == footprint.absent and again.to_json() == stored

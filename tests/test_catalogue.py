@@ -126,7 +126,7 @@ def test_a_category_whose_module_is_missing_fails_to_load(monkeypatch):
 def test_rules_are_found_in_their_modules_without_a_list():
     modules = {rule.__module__.rsplit(".", 1)[-1] for rule in catalogue.rule_classes()}
     assert {"sync", "control_flow", "cpu_rng", "realloc", "host_effect", "frozen_scalar", "dynamic_shape",
-            "stream", "setup", "memory", "runtime"} <= modules
+            "stream", "setup", "warmup", "autocast", "memory", "runtime"} <= modules
     assert catalogue.by_code()["CG104"].can_fix() and not catalogue.by_code()["CG101"].can_fix()
 
 

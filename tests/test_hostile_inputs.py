@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -102,7 +101,8 @@ def test_crlf_line_endings_keep_lines_and_columns(tmp_path):
 
 def test_old_mac_line_endings(tmp_path):
     (tmp_path / "m.py").write_bytes((CAPTURE + "    y = x.item()\n").replace("\n", "\r").encode())
-    assert {f.code for f in check(tmp_path)} <= {"CG101", "CG002"}  # never a crash
+    [finding] = check(tmp_path)  # a lone carriage return ends a line, as in Python
+    assert (finding.code, finding.line, finding.column) == ("CG101", 5, 9)
 
 
 def test_tab_indentation(tmp_path):
@@ -125,22 +125,18 @@ def test_null_byte(tmp_path, capture):
     assert finding.line == (6 if capture else 2)
 
 
-# --- size and depth -----------------------------------------------------------------------
+# --- size and depth (how long these take: bench/sizes.py) ---------------------------------
 
 def test_file_of_50000_lines_without_a_capture(tmp_path):
     (tmp_path / "big.py").write_text("".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(25_000)))
-    started = time.perf_counter()
     assert check(tmp_path) == []
-    assert time.perf_counter() - started < 30
 
 
 def test_file_of_50000_lines_with_a_capture(tmp_path):
     body = "".join(f"v{i} = {i}\n" for i in range(49_990))
     (tmp_path / "big.py").write_text(CAPTURE.replace("with", body + "with") + "    y = x.item()\n")
-    started = time.perf_counter()
     [finding] = check(tmp_path)
-    assert (finding.code, finding.line) == ("CG101", 49_995)
-    assert time.perf_counter() - started < 60  # was 70 s before positions were resolved per statement
+    assert (finding.code, finding.line, finding.column) == ("CG101", 49_995, 9)
 
 
 NESTED = {
@@ -380,7 +376,9 @@ def test_positions_by_statement_equal_whole_module_positions(tmp_path, newline):
     from cglint.engine.project import Project
     from cglint.engine.syntax import descendants
 
-    sources = [TRICKY.replace("\n", newline)] + [p.read_text("utf-8") for p in sorted(Path("fixtures").rglob("*.py"))[:8]]
+    fixtures = Path(__file__).resolve().parent.parent / "fixtures"
+    sources = [TRICKY.replace("\n", newline)] + [p.read_text("utf-8") for p in sorted(fixtures.rglob("*.py"))[:8]]
+    assert len(sources) == 9
     for index, text in enumerate(sources):
         path = tmp_path / f"m{index}.py"
         path.write_bytes(text.encode())

@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import random
+import re
 import subprocess
 import sys
 import textwrap
@@ -41,8 +42,10 @@ def markers_of(*functions) -> set[tuple[str, int]]:
 
 
 def found(report_or_findings, path=HERE) -> set[tuple[str, int]]:
+    """(code, line) of every finding, all of which must be in `path`."""
     findings = getattr(report_or_findings, "findings", report_or_findings)
-    return {(f.code, f.line) for f in findings if f.path == path}
+    assert {f.path for f in findings} <= {path}, [f"{f.path}:{f.line} {f.code}" for f in findings]
+    return {(f.code, f.line) for f in findings}
 
 
 # --- sample functions: every hazard line carries its expected code -------------------------
@@ -52,7 +55,7 @@ def syncs(x):
     s = y.max().item()  # expect: CG101
     f = float(y[0])  # expect: CG101
     if y.sum() > 0:  # expect: CG201
-        y = y + s + f
+        y = y + s + f  # expect: CG290
     idx = torch.nonzero(y > 0)  # expect: CG105
     picked = y[y > 1]  # expect: CG106
     u = torch.unique(y)  # expect: CG107
@@ -96,9 +99,10 @@ def branchy(x):
 # --- the API in CPU mode -------------------------------------------------------------------
 
 def test_syncing_calls_are_reported_at_their_lines():
-    report = verify(syncs, (torch.randn(4),))
+    # The second input takes the other branch: the first operator that differs is in it.
+    report = verify(syncs, (torch.tensor([1.0, 2.0, 3.0, 4.0]),), make_inputs=lambda: (-torch.arange(1.0, 5.0),))
     assert report.mode == "cpu"
-    assert markers_of(syncs) <= found(report)
+    assert found(report) == markers_of(syncs)
     assert all(f.source == "runtime" for f in report.findings)
 
 
@@ -110,25 +114,27 @@ def test_host_work_and_host_rng_are_reported():
 
 
 def test_clean_function_has_no_findings_and_says_what_needs_a_gpu():
+    from cglint.verify.cpu_backend import NOT_CHECKED
+
     report = verify(clean, (torch.randn(3, 4), torch.randn(4, 5)))
     assert report.findings == [] and report.ok
-    assert any("needs a GPU" in s for s in report.skipped)
+    assert report.skipped == list(NOT_CHECKED) and report.notes == []
     assert report.capture_error is None and report.replay_ms is None
 
 
 def test_two_inputs_taking_different_paths_are_a_control_flow_finding():
     report = verify(branchy, (torch.tensor([1.0, 2.0]),), make_inputs=lambda: (torch.tensor([-1.0, 2.0]),))
-    assert markers_of(branchy) <= found(report)
+    assert found(report) == markers_of(branchy)
     cg290 = next(f for f in report.findings if f.code == "CG290")
     assert "aten.sin" in cg290.message and "aten.cos" in cg290.message
 
 
 def test_data_dependent_shapes_are_a_dynamic_shape_finding():
     def pick(x):
-        return torch.nonzero(x > 0)
+        return torch.nonzero(x > 0)  # expect: CG105, CG790
 
     report = verify(pick, (torch.tensor([1.0, -1.0, 2.0]),), make_inputs=lambda: (torch.tensor([1.0, 1.0, 2.0]),))
-    assert {"CG105", "CG790"} <= set(report.codes)
+    assert found(report) == markers_of(pick)
 
 
 def test_make_inputs_must_keep_the_shapes():
@@ -155,7 +161,7 @@ def test_verify_is_callable_from_the_package():
     import cglint
     import cglint.verify as package
 
-    assert package.verify is verify or callable(package)
+    assert callable(package) and package.verify is verify
     assert cglint.verify(clean, (torch.randn(3, 4), torch.randn(4, 5))).ok
 
 
@@ -189,14 +195,15 @@ def test_a_capture_error_joins_the_observation_on_its_line():
     def fail():
         raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
 
+    x = torch.randn(2)  # outside: drawn inside, it would be a host-RNG finding (CG303)
     with pytest.raises(RuntimeError) as caught:
         with Instrumentation(recorder, gpu=False):
-            body(torch.randn(2))
+            body(x)
     record_error(recorder, caught.value)
     codes = {(f.code, f.line) for f in recorder.findings()}
     fail_line = inspect.getsourcelines(fail)[1] + 1
-    assert ("CG190", fail_line) in codes  # raised in fail(): the innermost user line
-    assert markers_of(body) <= codes
+    # raised in fail(): the innermost user line
+    assert codes == markers_of(body) | {("CG190", fail_line)}
 
 
 def test_liveness_reports_rebound_and_freed_tensors():
@@ -217,12 +224,7 @@ def test_liveness_reports_rebound_and_freed_tensors():
 
 
 def test_runtime_rules_are_runtime_only_and_complete():
-    from cglint.verify.codes import _runtime_rules
-
-    class runtime:  # noqa: N801  (cglint.rules.runtime, also when run from a source checkout)
-        RULES = list(_runtime_rules().values())
-        RuntimeNoGain = _runtime_rules()["CG990"]
-        RuntimeDivergence = _runtime_rules()["CG690"]
+    from cglint.rules import runtime
 
     assert [r.code for r in runtime.RULES] == ["CG190", "CG290", "CG490", "CG690", "CG790", "CG990", "CG991"]
     for rule in runtime.RULES:
@@ -305,6 +307,15 @@ def test_usage_errors_exit_two(tmp_path, monkeypatch, capsys):
     assert "no such script" in capsys.readouterr().err
 
 
+def test_help_documents_every_option(capsys):
+    assert cli.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    section = out.split("options:\n")[1].split("\n\n")[0]
+    documented = {name for pair in re.findall(r"^  (-[-\w]+)(?:, (-[-\w]+))?", section, re.M) for name in pair if name}
+    assert documented == {*cli.HELP_OPTIONS, *cli.OPTIONS_WITH_VALUE} == {"-h", "--help", "--format", "--output-file"}
+    assert "\narguments:\n  SCRIPT " in out and "\nexit status:\n  0 " in out
+
+
 @cpu_only
 def test_raw_capture_left_open_by_a_crash_is_closed(tmp_path, monkeypatch, capsys):
     text = '''
@@ -377,8 +388,12 @@ def test_plugin_fails_unsafe_captures_with_the_option(tmp_path):
 def test_plugin_is_inert_without_the_option(tmp_path):
     out = _pytest(tmp_path)
     # without the option only the explicit fixture verifies; the captures fail on their own (no CUDA)
-    assert "test_fixture " in out.stdout or "FAILED test_user.py::test_fixture" in out.stdout
+    failed = {line.split(" ")[1] for line in out.stdout.splitlines() if line.startswith("FAILED ")}
+    assert failed == {"test_user.py::test_unsafe_capture", "test_user.py::test_safe_capture",
+                      "test_user.py::test_fixture"}, out.stdout
+    assert "3 failed, 1 passed" in out.stdout
     assert "cglint: CUDA-graph capture is not safe" not in out.stdout
+    assert "cglint verify (cpu mode): 1 finding(s)" in out.stdout  # the fixture's report
 
 
 def test_numpy_random_is_host_rng():
@@ -388,7 +403,7 @@ def test_numpy_random_is_host_rng():
         return x * float(np.random.rand())  # expect: CG302
 
     report = verify(noisy, (torch.randn(3),))
-    assert markers_of(noisy) <= found(report)
+    assert found(report) == markers_of(noisy)
     assert "hook" not in np.random.rand.__qualname__  # the wrapper is gone after the run
 
 
@@ -396,3 +411,39 @@ def test_evidence_lists_every_phase_once():
     report = verify(lambda x: x.sum().item(), (torch.randn(3),))
     (finding,) = report.findings
     assert finding.message.count("seen during") == 1 and "second input" in finding.message
+
+
+# --- generators registered with the graph (register_generator_state) ---------------------------
+
+GENERATORS = '''
+import torch
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+static_x = torch.ones(4, device=device)
+dropout_rng = torch.Generator(device=device)
+stray_rng = torch.Generator(device=device)
+g = torch.cuda.CUDAGraph()
+g.register_generator_state(dropout_rng)
+with torch.cuda.graph(g):
+    keep = torch.rand(4, device=device, generator=dropout_rng) > 0.1
+    static_y = static_x * keep
+    jitter = torch.rand(4, device=device, generator=stray_rng)  # expect: CG304
+g.replay()
+'''
+
+
+@cpu_only
+def test_a_generator_registered_with_the_graph_is_not_a_finding(tmp_path, monkeypatch, capsys):
+    code, out, err = run_cli(tmp_path, monkeypatch, capsys, GENERATORS, "--format", "json", [])
+    assert code == 1, err
+    assert {(f["code"], f["line"]) for f in json.loads(out)["findings"]} == expected_markers(GENERATORS)
+
+
+def test_only_the_capturing_graphs_generators_are_exempt():
+    from cglint.verify.classify import classify_call
+
+    owned, stray = torch.Generator(), torch.Generator()
+    draw = {"device": "cpu", "generator": owned}
+    assert classify_call("rand", (4,), draw, gpu=True, frame=None, owned_generators=(owned,)) is None
+    assert classify_call("rand", (4,), draw, gpu=True, frame=None, owned_generators=(stray,))[0] == "CG304"
+    assert classify_call("rand", (4,), draw, gpu=True, frame=None)[0] == "CG304"

@@ -15,7 +15,7 @@ def _freeze(table: dict) -> SimpleNamespace:
 
 @lru_cache(maxsize=None)
 def tables() -> SimpleNamespace:
-    from cglint.catalogue import data_file
+    from cglint.datafiles import data_file
 
     data = toml.loads(data_file("torch_api.toml").read_text("utf-8"))
     fixed = {"objects": dict(data["objects"])}

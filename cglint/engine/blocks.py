@@ -97,7 +97,3 @@ class Blocks:
             if owner is None or owner is stop:
                 return
             stmt = owner
-
-
-def contains(statement: cst.CSTNode, wanted: cst.CSTNode) -> bool:
-    return statement is wanted or any(n is wanted for n in descendants(statement))

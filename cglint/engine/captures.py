@@ -27,7 +27,9 @@ class CaptureKind(enum.Enum):
     GRAPH_BLOCK = "torch.cuda.graph"  # `with torch.cuda.graph(g):` captures its body
     CAPTURE_SPAN = "capture_begin"  # `g.capture_begin()` ... `g.capture_end()`
     GRAPHED_CALLABLES = "make_graphed_callables"  # captures the callables it is given
-    COMPILED = "torch.compile"  # a compiled function with CUDA graphs on (its own semantics: DESIGN, Compiled regions)
+    # A compiled function with CUDA graphs on: Dynamo guards its Python values (a change
+    # recompiles) and graph breaks run eagerly, so not every raw-capture finding holds there.
+    COMPILED = "torch.compile"
     HELPER = "capture helper"  # a project function that captures, or one named in `capture-functions`
     CONFIGURED = "captured (configuration)"  # a function named in `captured`
 
@@ -57,8 +59,7 @@ class Capture:
     attrs: set = field(default_factory=set)
     # The function the site is written in (for captured callables too; None when configured).
     host: Optional[FunctionInfo] = None
-    # Local names the region reads from before it, and names it binds.
-    reads: set = field(default_factory=set)
+    # Local names the region binds.
     bound: set = field(default_factory=set)
     # Calls made anywhere in the region, callees included (see call_keys).
     calls: set = field(default_factory=set)

@@ -23,10 +23,11 @@ from cglint.engine.captures import Capture, CaptureKind, TraceStep
 from cglint.engine.definitions import FunctionInfo, ModuleInfo
 from cglint.engine.phases import cached_on_first_use
 from cglint.engine.project import Project
+from cglint.engine.replay_writes import writes_of
 from cglint.engine.scope import Scope, initial_env
 from cglint.engine.state import StateFacts
 from cglint.engine.syntax import call_method, called_names, code_of, decorator_callee, descendants, dotted_name, identifiers
-from cglint.engine.values import TENSOR, Value
+from cglint.engine.values import TENSOR, Value, evaluate
 from cglint.engine.walk import Mode, Walker
 from cglint.rule import CAPTURE, REGION, REPLAY, Hit, Rule
 
@@ -90,6 +91,7 @@ class Engine:
         self.capture_rules = _by_node_type(r for r in rules if r.scope == CAPTURE)
         self.capture_functions = set(capture_functions)
         self.captured = list(captured)
+        self._resolved_entries: set[tuple[str, str]] = set()  # ("captured" | "capture-functions", name)
         self.state = StateFacts(project, self)
         self.hits: list[RawHit] = []
         self._seen_hits: set = set()
@@ -100,17 +102,18 @@ class Engine:
         self._param_calls: dict[int, set[str]] = {}
         self._replayers: dict[int, FunctionInfo] = {}
         self._host_writes: dict[tuple, list] = {}
+        self._host_calls: list[tuple] = []  # (caller, callees or (call, env), after_capture)
+        self._replay_writes: Optional[dict[tuple, FunctionInfo]] = None
         self._deferred: dict[int, tuple] = {}
         self._constructions: dict[int, list] = {}
         self._construction_search: set[int] = set()
-        project.find_constructions = self.constructions
+        project.find_constructions_with(self.constructions)
         self._names = set(CAPTURE_NAMES) | {n.rsplit(".", 1)[-1] for n in self.capture_functions}
         self._queue: deque[Job] = deque()
         self._jobs_seen: set = set()
         self._order: dict[int, tuple] = {}
         self._sites: Optional[dict[int, Capture]] = None
         self._callers: dict[int, list] = {}
-        self._region_attrs: dict[int, set[str]] = {}
         self._blocks: dict[int, Blocks] = {}
 
     # --- driver ------------------------------------------------------------
@@ -191,10 +194,7 @@ class Engine:
 
     def _discover_module(self, module: ModuleInfo) -> None:
         self.discover(module.body_function, {})
-        functions = list(module.functions.values())
-        for cls in module.classes.values():
-            functions.extend(cls.methods.values())
-        for function in functions:
+        for function in module.all_functions():
             # Walking a function costs far more than looking at its calls: only functions that
             # call a capture form, replay() or a capture helper can start a region.
             if not self._calls_capturing(function):
@@ -213,7 +213,17 @@ class Engine:
     def _configured_captures(self, modules: list[ModuleInfo]) -> None:
         for name in self.captured:
             for function in self._functions_named(name, modules):
+                self._resolved_entries.add(("captured", name))
                 self.capture_callables(None, function.node, CaptureKind.CONFIGURED, [function])
+
+    def unresolved_entries(self) -> list[tuple[str, str]]:
+        """The configuration's `captured` and `capture-functions` entries that named no
+        function defined in the parsed modules and no call made in them (CG003)."""
+        for module in self._modules:
+            for function in module.all_functions():
+                self._is_configured(function)
+        entries = [("captured", n) for n in self.captured] + [("capture-functions", n) for n in sorted(self.capture_functions)]
+        return [entry for entry in entries if entry not in self._resolved_entries]
 
     def _functions_named(self, name: str, modules: list[ModuleInfo]) -> list[FunctionInfo]:
         found = self.project.resolve(name)
@@ -222,7 +232,7 @@ class Engine:
         # Also accept names relative to the module, like "Model.forward" or "decode_step".
         result = []
         for module in modules:
-            for function in [*module.functions.values(), *(m for c in module.classes.values() for m in c.methods.values())]:
+            for function in module.all_functions():
                 if function.qualname == name or f"{module.name}.{function.qualname}" == name:
                     result.append(function)
         return result
@@ -281,6 +291,8 @@ class Engine:
 
     def note_host_write(self, function: FunctionInfo, target: cst.BaseExpression, after_capture: bool) -> None:
         """Remember names and attributes assigned outside regions (state that may change between replays)."""
+        if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Attribute):
+            target = target.value  # `engine.opts["scale"] = s` changes what `self.opts` holds
         if isinstance(target, cst.Name):
             key = ("name", function.key, target.value)
         elif isinstance(target, cst.Attribute):
@@ -289,14 +301,49 @@ class Engine:
             return
         self._host_writes.setdefault(key, []).append((function, after_capture))
 
+    def note_host_call(self, caller: FunctionInfo, callees: list, call: cst.Call, env: dict, after_capture: bool) -> None:
+        """Remember calls made outside regions: setters run between replays. A call the walk
+        could not resolve is resolved again when first asked about (discovery runs before
+        every module is loaded), with the caller's variables as they were at the call."""
+        self._host_calls.append((caller, callees or (call, env), after_capture))
+        self._replay_writes = None
+
+    def note_mode_switch(self, function: FunctionInfo, after_capture: bool) -> None:
+        """`model.eval()` / `model.train()` outside regions: `self.training` changes."""
+        self._host_writes.setdefault(("attr", "training"), []).append((function, after_capture))
+
+    def _between_replays(self, function: FunctionInfo, after_capture: bool) -> bool:
+        return after_capture or (self.calls_replay(function) and not self.captures_in(function))
+
     def changed_between_replays(self, key: tuple) -> Optional[FunctionInfo]:
         """The function that changes this name or attribute after a capture or around replay()."""
         for function, after_capture in self._host_writes.get(key, ()):
             if key[0] == "name" and key[-1] in self.replay_selectors(function):
                 continue  # `bs = pad(n); graphs[bs].replay()`: it picks a graph, each keeps its own value
-            if after_capture or (self.calls_replay(function) and not self.captures_in(function)):
+            if self._between_replays(function, after_capture):
                 return function
         return None
+
+    def changed_by_calls_between_replays(self, key: tuple) -> Optional[FunctionInfo]:
+        """The function called between replays (a setter, `model.eval()`'s owner) that changes this state."""
+        return self._writes_between_replays().get(key)
+
+    def _writes_between_replays(self) -> dict[tuple, FunctionInfo]:
+        """State keys (replay_writes.py) that functions called between replays change."""
+        if self._replay_writes is None:
+            self._replay_writes = {}
+            for caller, callees, after_capture in self._host_calls:
+                if not self._between_replays(caller, after_capture):
+                    continue
+                if isinstance(callees, tuple):
+                    call, env = callees
+                    callees = evaluate(call.func, Scope(self.project, caller, env)).targets
+                for function in callees:
+                    # A constructor builds a new object: the captured one keeps its state.
+                    if isinstance(function, FunctionInfo) and function.name not in ("__init__", "__post_init__"):
+                        for key in writes_of(self.project, function):
+                            self._replay_writes.setdefault(key, function)
+        return self._replay_writes
 
     def replay_receivers(self, function: FunctionInfo) -> list:
         """The graph expressions a function replays (`g`, `self.graphs[bs]`)."""
@@ -319,7 +366,7 @@ class Engine:
         if id(cls) not in self._construction_search:
             self._construction_search.add(id(cls))
             for module in self.project.modules_mentioning(f"{cls.name}("):
-                functions = [*module.functions.values(), *(m for c in module.classes.values() for m in c.methods.values())]
+                functions = module.all_functions()
                 for function in [module.body_function, *(f for f in functions if cls.name in self._identifiers(f))]:
                     env = {} if function is module.body_function else initial_env(self.project, function)
                     self._guarded(module, lambda: Walker(self, function, env, Mode.DISCOVER).run())
@@ -337,13 +384,6 @@ class Engine:
     def callers(self, function: FunctionInfo) -> list:
         """(caller, call) pairs seen while discovering; callers in modules never parsed are missing."""
         return list(self._callers.get(function.key, ()))
-
-    def note_region_attribute(self, cls, attr: str) -> None:
-        self._region_attrs.setdefault(id(cls.node), set()).add(attr)
-
-    def region_reads_attribute(self, cls, attr: str) -> bool:
-        """Whether captured code reads `attr` of an instance of `cls` (or of a class in its MRO)."""
-        return any(attr in self._region_attrs.get(id(klass.node), ()) for klass in self.project.mro(cls))
 
     def capture_at(self, node: cst.CSTNode) -> Optional[Capture]:
         """The capture whose site is this node (a `with` marker, capture_begin(), a capturing call)."""
@@ -388,14 +428,17 @@ class Engine:
         return self._calls_capturing(function) or self._is_configured(function)
 
     def _is_configured(self, function: FunctionInfo) -> bool:
-        names = {function.qualname, f"{function.module.name}.{function.qualname}", function.name}
-        return bool(names & self.capture_functions)
+        names = {function.qualname, f"{function.module.name}.{function.qualname}", function.name} & self.capture_functions
+        self._resolved_entries.update(("capture-functions", name) for name in names)
+        return bool(names)
 
     def is_configured_name(self, qualified: Optional[str]) -> bool:
         """A call target named in `capture-functions`, by full or last dotted name."""
         if not qualified or not self.capture_functions:
             return False
-        return qualified in self.capture_functions or qualified.rsplit(".", 1)[-1] in self.capture_functions
+        names = {qualified, qualified.rsplit(".", 1)[-1]} & self.capture_functions
+        self._resolved_entries.update(("capture-functions", name) for name in names)
+        return bool(names)
 
     # --- facts for rules -----------------------------------------------------
     def captured_names(self, function: FunctionInfo) -> set[str]:

@@ -154,11 +154,6 @@ class Context:
         return found
 
     @property
-    def captured_reads(self) -> set[str]:
-        """Local names the captures of this function read from before their region."""
-        return set().union(*(c.reads for c in self._walker.engine.captures_of(self._walker.function)))
-
-    @property
     def captured_outputs(self) -> set[str]:
         """Local names the captures of this function bind inside their region (static outputs)."""
         return set().union(*(c.bound for c in self._walker.engine.captures_of(self._walker.function)))
@@ -169,19 +164,6 @@ class Context:
         engine = self._walker.engine
         captures = engine.captures_of(self._walker.function) or engine.all_captures()
         return set().union(*(c.calls for c in captures))
-
-    def region_reads_attribute(self, target: cst.BaseExpression) -> bool:
-        """Whether captured code reads this `obj.attr` (of obj's class) anywhere."""
-        if not isinstance(target, cst.Attribute):
-            return False
-        for cls in self.value(target.value).targets:
-            if isinstance(cls, ClassInfo) and self._walker.engine.region_reads_attribute(cls, target.attr.value):
-                return True
-        return False
-
-    def replay_receivers(self) -> list:
-        """The graph expressions this function replays (`g`, `self.graphs[bs]`)."""
-        return self._walker.engine.replay_receivers(self._walker.function)
 
     def is_local(self, name: str) -> bool:
         """Whether `name` is bound in the current function so far (parameters included)."""

@@ -178,6 +178,10 @@ class ModuleInfo:
     def display(self) -> str:
         return self.file.display
 
+    def all_functions(self) -> list[FunctionInfo]:
+        """The module's functions and its classes' methods (not nested functions)."""
+        return [*self.functions.values(), *(m for c in self.classes.values() for m in c.methods.values())]
+
     _body: Optional[FunctionInfo] = None
 
     @property

@@ -8,9 +8,8 @@ reaches it. Qualified names ("pkg.model.Model.forward") resolve to definitions
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Callable, Optional
 
 from cglint import source
 from cglint.discovery import module_name_for
@@ -18,6 +17,12 @@ from cglint.engine.definitions import ClassInfo, Definition, FunctionInfo, Modul
 from cglint.engine.index import load_module
 from cglint.engine.prefilter import CAPTURE_TOKENS, mentions
 from cglint.engine.syntax import dotted_name
+
+
+# Bounds on what a malformed or cyclic project could make endless: re-exports followed to
+# resolve one name (`pkg/__init__.py` importing from `pkg.core`, ...), and classes in an MRO.
+_MAX_REEXPORTS = 8
+_MAX_MRO = 32
 
 
 class Project:
@@ -28,8 +33,11 @@ class Project:
         display: Callable[[Path], str],
         on_error: Callable[[Path, source.SourceError], None],
         whole_modules: bool = False,  # parse every function up front (what --fix rewrites need)
+        sources: Optional[dict[Path, str]] = None,  # text of every checked file, for whole-project searches
+        given: Optional[dict[Path, str]] = None,  # texts of files not (yet) on disk, by resolved path
     ):
         self._display = display
+        self._given = given or {}
         self.whole_modules = whole_modules
         self._on_error = on_error
         self.roots: list[Path] = []
@@ -44,10 +52,10 @@ class Project:
         # while discovering, when modules without a capture form count as absent.
         self._lookups: dict[tuple[Optional[Path], str], Optional[ModuleInfo]] = {}
         self._capturing_lookups: dict[tuple[Optional[Path], str], Optional[ModuleInfo]] = {}
-        self.sources: dict[Path, str] = {}  # text of every checked file, for whole-project searches
+        self.sources = sources or {}
         self.searches: dict[str, list[Path]] = {}  # text searched for -> files that had it
         self.missing: list[str] = []  # modules looked for on disk and not found ("root/pkg/mod")
-        self.find_constructions: Optional[Callable[[ClassInfo], list]] = None
+        self._find_constructions: Optional[Callable[[ClassInfo], list]] = None
 
     @property
     def only_capturing(self) -> bool:
@@ -59,16 +67,6 @@ class Project:
         self._only_capturing = value
         self._cache.clear()  # facts derived with modules left out must not outlive discovery
         self._capturing_lookups.clear()
-
-    @contextmanager
-    def loading_everything(self) -> Iterator[None]:
-        """Resolve with every module available (the targets of a capture must be found)."""
-        saved, self._only_capturing = self._only_capturing, False
-        try:
-            yield
-        finally:
-            self._only_capturing = saved
-            self._capturing_lookups.clear()  # modules skipped before may be parsed now
 
     def cached(self, key: object, compute: Callable[[], object], pending: object) -> object:
         """Memoise a derived fact; `pending` answers recursive requests while it is computed."""
@@ -86,6 +84,8 @@ class Project:
 
     def module_for_path(self, path: Path, text: Optional[str] = None) -> Optional[ModuleInfo]:
         path = path.resolve()
+        if text is None:
+            text = self._given.get(path)
         if path in self._by_path:
             return self._by_path[path]
         if self._only_capturing and path in self._no_capture:
@@ -110,9 +110,14 @@ class Project:
             self._by_name.setdefault((root, name), info)
         return info
 
+    def find_constructions_with(self, finder: Callable[[ClassInfo], list]) -> None:
+        """How constructions are found: by walking the functions that name the class, which
+        the engine does (it is made after the project it walks, and gives its finder here)."""
+        self._find_constructions = finder
+
     def constructions(self, cls: ClassInfo) -> list[dict]:
-        """Argument values of the calls that construct `cls` (filled in by the engine)."""
-        return self.find_constructions(cls) if self.find_constructions is not None and not self._only_capturing else []
+        """Argument values of the calls that construct `cls` (none before the engine gives its finder)."""
+        return self._find_constructions(cls) if self._find_constructions is not None and not self._only_capturing else []
 
     def modules_mentioning(self, text: str, limit: int = 8) -> list[ModuleInfo]:
         """Modules among the checked files whose source contains `text` (parsed on demand).
@@ -135,9 +140,6 @@ class Project:
         """Every file this project read to parse (whether or not it parsed)."""
         return list(self._by_path)
 
-    def parsed(self, path: Path) -> Optional[ModuleInfo]:
-        """The module at `path` if it was parsed (None if never needed, or broken)."""
-        return self._by_path.get(path.resolve())
 
     def module(self, name: str, near: Optional[ModuleInfo] = None) -> Optional[ModuleInfo]:
         """The module `name`, looked up first beside `near` (as Python finds a script's siblings)."""
@@ -204,7 +206,7 @@ class Project:
 
     def resolve(self, qualname: str, near: Optional[ModuleInfo] = None, _depth: int = 0) -> Optional[Definition]:
         """The project definition a qualified name refers to, if any."""
-        if _depth > 8 or not qualname:
+        if _depth > _MAX_REEXPORTS or not qualname:
             return None
         parts = qualname.split(".")
         for cut in range(len(parts), 0, -1):
@@ -250,7 +252,7 @@ class Project:
 
     def mro(self, cls: ClassInfo) -> list[ClassInfo]:
         order, queue = [], [cls]
-        while queue and len(order) < 32:
+        while queue and len(order) < _MAX_MRO:
             current = queue.pop(0)
             if current not in order:
                 order.append(current)

@@ -111,7 +111,11 @@ class Scope:
 
     def _attr_value(self, cls: ClassInfo, attr: str) -> Value:
         value: Optional[Value] = None
+        set_by_setter = False  # `def configure(self, t): self.temperature = t`
         for klass in self.project.mro(cls):
+            declared = _class_level(klass, attr)  # a dataclass field's default, a class constant
+            if declared is not None:
+                value = declared if value is None else join(value, declared)
             for write in klass.attr_writes(attr):
                 if write.augmented:
                     continue  # `self.step += 1` keeps the kind the plain assignments give it
@@ -119,12 +123,20 @@ class Scope:
                     current = UNKNOWN
                 else:
                     current = evaluate(write.value, Scope(self.project, write.method, initial_env(self.project, write.method)))
+                    if current.kind == Kind.UNKNOWN and _is_parameter(write.value, write.method, setter=True):
+                        set_by_setter = True
+                        continue
                     if not current.targets and _is_parameter(write.value, write.method):
                         # `self.model = model` in __init__: what the constructor's callers pass.
                         current = self._from_constructions(klass, write.method, write.value.value, current)  # type: ignore[union-attr]
                     elif current.kind == Kind.UNKNOWN and _config_field(write.value, write.method):
                         current = HOST
                 value = current if value is None else join(value, current)
+        if set_by_setter:
+            # A setter's argument has the kind of the value the class starts with: a number
+            # set in __init__ stays a number (a sampling temperature, a step count). Without
+            # such a value, nothing is known.
+            return Value(Kind.HOST) if value is not None and value.kind == Kind.HOST and value.const is not PY_NONE else UNKNOWN
         return value or UNKNOWN
 
     def _from_constructions(self, cls: ClassInfo, init: FunctionInfo, param: str, fallback: Value) -> Value:
@@ -181,8 +193,33 @@ def _config_field(expr: cst.BaseExpression, method: FunctionInfo) -> bool:
     return all(r in params and r.lower().endswith(_CONFIG_NAMES) for r in roots)
 
 
-def _is_parameter(expr: cst.BaseExpression, method: FunctionInfo) -> bool:
-    return method.name == "__init__" and isinstance(expr, cst.Name) and expr.value in {p.name.value for p in method.params}
+_NUMBER_TYPES = ("int", "float", "bool", "str")
+
+
+def _class_level(cls: ClassInfo, attr: str) -> Optional[Value]:
+    """The kind of `attr: float = 1.1` or `attr = 4` written in the class body. Not the
+    constant: a dataclass field's default is what a constructor call leaves out
+    (`ModelConfig(profile_layers=True)` elsewhere decides the captured branch)."""
+    body = cls.node.body
+    for line in body.body if isinstance(body, cst.IndentedBlock) else ():
+        if not isinstance(line, cst.SimpleStatementLine):
+            continue
+        for statement in line.body:
+            if isinstance(statement, cst.AnnAssign) and isinstance(statement.target, cst.Name) and statement.target.value == attr:
+                known = literal_value(statement.value) if statement.value is not None else None
+                annotated = isinstance(statement.annotation.annotation, cst.Name) and statement.annotation.annotation.value in _NUMBER_TYPES
+                return HOST if (known is not None and known.const is not PY_NONE) or annotated else None
+            if isinstance(statement, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value == attr for t in statement.targets):
+                known = literal_value(statement.value)
+                return HOST if known is not None and known.const is not PY_NONE else None
+    return None
+
+
+def _is_parameter(expr: cst.BaseExpression, method: FunctionInfo, setter: bool = False) -> bool:
+    """`expr` names a parameter of __init__ (or, with `setter`, of another method)."""
+    if (method.name == "__init__") == setter:
+        return False
+    return isinstance(expr, cst.Name) and expr.value in {p.name.value for p in method.params}
 
 
 def initial_env(project: Project, function: FunctionInfo, args: Optional[dict[str, Value]] = None, at_call: bool = False) -> dict[str, Value]:

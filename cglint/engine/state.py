@@ -40,9 +40,11 @@ class StateFacts:
         self.engine = engine
 
     def changing(self, expr: cst.BaseExpression, scope: "Scope", any_write: bool = False) -> Optional[str]:
-        between = self._changed_between_replays(expr, scope)
-        if between:
-            return between
+        keys = self._state_keys(expr, scope)
+        function = next((f for f in map(self.engine.changed_between_replays, keys) if f is not None), None)
+        if function is not None:  # assigned after the capture or in the replay loop
+            where = "the module" if function.qualname == "<module>" else f"{function.qualname}()"
+            return f"`{code_of(expr)}` is changed between replays in {where}"
         if isinstance(expr, cst.Attribute):
             base = evaluate(expr.value, scope)
             if base.kind == Kind.OBJECT and not base.is_class:
@@ -55,21 +57,21 @@ class StateFacts:
             where = self._changed_globals(scope.module).get(expr.value)
             if where:
                 return f"global `{expr.value}` {where}"
-        return None
+        # Changed by a function the replay loop calls: a setter, `model.eval()`, `anneal()`.
+        function = next((f for f in map(self.engine.changed_by_calls_between_replays, keys) if f is not None), None)
+        return f"`{code_of(expr)}` is changed between replays by {function.qualname}()" if function is not None else None
 
-    def _changed_between_replays(self, expr: cst.BaseExpression, scope: "Scope") -> Optional[str]:
-        """Assigned after the capture or in the replay loop (a script's `flag = ...; g.replay()`)."""
+    def _state_keys(self, expr: cst.BaseExpression, scope: "Scope") -> list[tuple]:
+        """The keys under which the engine records writes of the state `expr` reads."""
         if isinstance(expr, cst.Name):
-            key: tuple = ("name", scope.function.key, expr.value)
-        elif isinstance(expr, cst.Attribute) and evaluate(expr.value, scope).kind in (Kind.OBJECT, Kind.UNKNOWN):
-            key = ("attr", expr.attr.value)
-        else:
-            return None
-        function = self.engine.changed_between_replays(key)
-        if function is None:
-            return None
-        where = "the module" if function.qualname == "<module>" else f"{function.qualname}()"
-        return f"`{code_of(expr)}` is changed between replays in {where}"
+            keys: list[tuple] = [("name", scope.function.key, expr.value)]
+            if expr.value not in scope.env:  # a global or a closure variable
+                body = scope.module.body_function
+                keys += [("name", body.key, expr.value), ("global", scope.module.name, expr.value), ("cell", expr.value)]
+            return keys
+        if isinstance(expr, cst.Attribute) and evaluate(expr.value, scope).kind in (Kind.OBJECT, Kind.UNKNOWN):
+            return [("attr", expr.attr.value)]
+        return []
 
     def _changed_attribute(self, cls: ClassInfo, attr: str, any_write: bool = False) -> Optional[str]:
         setup = self._setup_methods(cls)
@@ -119,7 +121,7 @@ class StateFacts:
 
     def _scan_globals(self, module: ModuleInfo) -> dict[str, str]:
         found: dict[str, str] = {}
-        functions = [*module.functions.values(), *(m for c in module.classes.values() for m in c.methods.values())]
+        functions = module.all_functions()
         for function in functions:
             if function.outline is not None and not function.outline.facts.declares_global:
                 continue  # nothing to find, and no reason to parse it

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import fields, is_dataclass
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 import libcst as cst
 
@@ -107,15 +107,6 @@ def positional(call: cst.Call) -> list[cst.BaseExpression]:
     return [a.value for a in call.args if a.keyword is None and not a.star]
 
 
-def argument(call: cst.Call, index: int, name: str) -> Optional[cst.BaseExpression]:
-    """The argument passed as keyword `name` or at position `index`."""
-    value = keyword(call, name)
-    if value is not None:
-        return value
-    args = positional(call)
-    return args[index] if index < len(args) else None
-
-
 def string_value(node: Optional[cst.BaseExpression]) -> Optional[str]:
     if isinstance(node, cst.SimpleString):
         try:
@@ -128,6 +119,10 @@ def string_value(node: Optional[cst.BaseExpression]) -> Optional[str]:
 
 def is_true(node: Optional[cst.BaseExpression]) -> bool:
     return isinstance(node, cst.Name) and node.value == "True"
+
+
+def is_false(node: Optional[cst.BaseExpression]) -> bool:
+    return isinstance(node, cst.Name) and node.value == "False"
 
 
 _CODE_MODULE = cst.Module(body=[])
@@ -213,3 +208,40 @@ def calls_in(statements) -> Iterator[cst.Call]:
         for node in [stmt, *descendants(stmt)]:
             if isinstance(node, cst.Call):
                 yield node
+
+
+def operands(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The sub-expressions an expression computes its value from, in source order: both
+    sides of arithmetic and comparisons, the branches of a ternary (not its test), the
+    items of a tuple or list, a subscript's value and indices, a call's callee and
+    arguments, an attribute's owner. Empty for names, literals and anything else."""
+    if isinstance(expr, cst.Attribute):
+        return [expr.value]
+    if isinstance(expr, cst.BinaryOperation):
+        return [expr.left, expr.right]
+    if isinstance(expr, cst.Comparison):
+        return [expr.left, *(c.comparator for c in expr.comparisons)]
+    if isinstance(expr, cst.UnaryOperation):
+        return [expr.expression]
+    if isinstance(expr, cst.IfExp):
+        return [expr.body, expr.orelse]
+    if isinstance(expr, (cst.Tuple, cst.List)):
+        return [e.value for e in expr.elements]
+    if isinstance(expr, cst.Subscript):
+        return [expr.value, *(e.slice.value for e in expr.slice if isinstance(e.slice, cst.Index))]
+    if isinstance(expr, cst.Call):
+        return [expr.func, *(a.value for a in expr.args)]
+    return []
+
+
+def reads(expr: cst.BaseExpression, opens: Callable[[cst.BaseExpression], bool]) -> Iterator[cst.BaseExpression]:
+    """The names and attributes `expr` reads, in source order, looking into the operands of
+    the sub-expressions `opens` accepts and into nothing else: a rule decides which operators
+    pass a value through (`n + 1` does, `f(n)` may not) and whether `a.b` reads `a.b` or `a`."""
+    stack = [expr]
+    while stack:
+        current = stack.pop()
+        if opens(current):
+            stack.extend(reversed(operands(current)))
+        elif isinstance(current, (cst.Name, cst.Attribute)):
+            yield current

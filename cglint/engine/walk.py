@@ -25,7 +25,7 @@ from cglint.engine.context import Context
 from cglint.engine.definitions import ClassInfo, FunctionInfo
 from cglint.engine.scope import Scope
 from cglint.engine.phases import initializes_once
-from cglint.engine.syntax import assigned_names, children, code_of, descendants, dotted_name, positional
+from cglint.engine.syntax import assigned_names, call_method, children, code_of, descendants, dotted_name, positional
 from cglint.engine.values import HOST, UNKNOWN, Kind, Value, evaluate, truth
 
 if TYPE_CHECKING:
@@ -381,7 +381,13 @@ class Walker:
         if self.engine.is_configured_name(qualified) and not self.callees(node):
             # A capture function of another package, named in the configuration.
             self.capture_targets(node, CaptureKind.HELPER, [a.value for a in node.args], helper=qualified or "")
-        for function, bound in self.callees(node):
+        callees = self.callees(node)
+        if not self.in_region:
+            resolved = [function for function, _ in callees]
+            self.engine.note_host_call(self.function, resolved, node, {} if resolved else dict(self.scope.env), self.after_capture)
+            if (call_method(node) or (None, ""))[1] in ("train", "eval"):
+                self.engine.note_mode_switch(self.function, self.after_capture)
+        for function, bound in callees:
             if function.name == "__init__" and function.cls is not None:
                 args = {name: evaluate(expr, self.scope) for name, expr in self.arguments(function, node, bound)}
                 self.engine.note_construction(function.cls, args)
@@ -421,17 +427,10 @@ class Walker:
         return [entry] if entry is not None else []
 
     def note_read(self, node: cst.BaseExpression) -> None:
-        if self.mode is Mode.REGION and self.in_region and isinstance(node, cst.Attribute):
-            # Attributes captured code reads, by class (a replay rule asks whether `obj.attr = v` matters).
-            for target in evaluate(node.value, self.scope).targets:
-                if isinstance(target, ClassInfo):
-                    self.engine.note_region_attribute(target, node.attr.value)
         if self.capture is None:
             return
         if isinstance(node, cst.Name) and node.value in self.scope.env:
             self.capture.names.add(node.value)
-            if node.value not in self.capture.bound:
-                self.capture.reads.add(node.value)  # a value from before the region
         elif isinstance(node, cst.Attribute):
             self.note_attribute(node, written=False)
 

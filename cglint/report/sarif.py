@@ -43,8 +43,8 @@ def _rules() -> list[dict]:
                 "name": name,
                 "shortDescription": {"text": text},
                 "help": {"text": text},
-                "defaultConfiguration": {"level": "error"},
-                "properties": {"category": "internal", "severity": "error", "tags": ["cglint", "internal"]},
+                "defaultConfiguration": {"level": _LEVEL[catalogue.diagnostic_severity(code)]},
+                "properties": {"category": "internal", "severity": catalogue.diagnostic_severity(code), "tags": ["cglint", "internal"]},
             }
         )
     for rule in catalogue.rule_classes():
@@ -91,10 +91,10 @@ def as_sarif(findings: list[Finding]) -> dict:
             # The same key as baselines (file, code, line text, occurrence): stable across edits elsewhere.
             "partialFingerprints": {"cglintFinding/v1": hashlib.sha256("\0".join(map(str, key)).encode()).hexdigest()[:32]},
         }
-        if f.region is not None:
-            result["relatedLocations"] = [
-                {"id": 1, "message": {"text": f"captured by {f.region.kind}"}, **_location(f.region.path, f.region.line)}
-            ]
+        related = [{"message": {"text": f"captured by {f.region.kind}"}, **_location(f.region.path, f.region.line)}] if f.region else []
+        related += [{"message": {"text": r.message}, **_location(r.path, r.line, r.column)} for r in f.related]
+        if related:
+            result["relatedLocations"] = [{"id": i, **location} for i, location in enumerate(related, 1)]
         flow = _code_flow(f)
         if flow is not None:
             result["codeFlows"] = [flow]

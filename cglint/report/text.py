@@ -8,6 +8,8 @@ from typing import Optional, TextIO
 from cglint.findings import Finding
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+# Related locations shown under a finding; an aggregated finding can hold a hundred.
+_RELATED_SHOWN = 5
 
 
 def _file_lines(path: str) -> tuple[str, ...]:
@@ -61,6 +63,10 @@ def write_text(findings: list[Finding], files_checked: int, stream: TextIO, *, s
             console.print(Text(f"{gutter} | ", style="blue") + Text(" " * start + "^" * width, style=_STYLE.get(f.severity, "")))
         if f.trace:
             console.print(f"{' ' * len(str(f.line))} = captured: " + escape(" -> ".join(f.trace)))
+        for related in f.related[:_RELATED_SHOWN]:
+            console.print(f"{' ' * len(str(f.line))} = see: {related.path}:{related.line}:{related.column}: " + escape(related.message))
+        if len(f.related) > _RELATED_SHOWN:
+            console.print(f"{' ' * len(str(f.line))} = see: {len(f.related) - _RELATED_SHOWN} more (--format json lists them all)")
         if f.fix_hint:
             console.print(f"{' ' * len(str(f.line))} = help: " + escape(f.fix_hint))
         console.print()

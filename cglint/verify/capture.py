@@ -17,9 +17,11 @@ from typing import Any, Optional
 import torch
 
 from cglint.findings import Region
-from cglint.verify import codes, errors, frames
+from cglint.verify import errors, frames
+from cglint.verify import rule_codes as rc
 from cglint.verify.instrument import Instrumentation
 from cglint.verify.recorder import Observation, Recorder
+from cglint.verify.rule_metadata import message, meta
 
 
 def region_kind() -> str:
@@ -40,7 +42,7 @@ def region_kind() -> str:
 
 class CaptureMonitor:
     def __init__(self, *, track_inputs: bool = True, sync_debug: bool = True, kind: Optional[str] = None,
-                 trace_ops: bool = False):
+                 trace_ops: bool = False, owned_generators: tuple[Any, ...] = ()):
         site = frames.current_user_frame(2)
         self.site = site
         where = frames.where(site) if site else None
@@ -49,7 +51,7 @@ class CaptureMonitor:
         # torch.compile's own captures run generated code; torch modes there would only change its guards
         modes = region.kind != "torch.compile" if region else True
         self.inst = Instrumentation(self.recorder, gpu=True, track_inputs=track_inputs, torch_modes=modes,
-                                    trace_ops=trace_ops)
+                                    trace_ops=trace_ops, owned_generators=owned_generators)
         self.error: Optional[BaseException] = None
         self.cause: Optional[Observation] = None
         self.sync_debug = sync_debug
@@ -91,7 +93,7 @@ class CaptureMonitor:
         self.error = exc
         if errors.is_cascade(exc):
             # CUDA only says an earlier call broke the capture; blame the first hazard seen
-            first = next((o for o in self.recorder.observations.values() if codes.meta(o.code).severity == "error"), None)
+            first = next((o for o in self.recorder.observations.values() if meta(o.code).severity == "error"), None)
             if first is not None:
                 first.add(f"capture invalidated after this: {note}")
                 self.cause = first
@@ -120,8 +122,8 @@ def record_error(recorder: Recorder, exc: BaseException) -> Optional[Observation
         obs.add(f"capture failed here: {text}")
     if same_line:
         return same_line[0]
-    if code in ("CG190", "CG991"):
-        what = codes.runtime_rule(code).message.format(what=meaning)
+    if code in (rc.RUNTIME_SYNC, rc.CAPTURE_FAILED):  # runtime rules: their message frames the meaning
+        what = message(code, meaning)
     else:
         what = meaning
     return recorder.observe_at(code, what, where, trace, evidence=f"capture failed here: {text}")

@@ -13,10 +13,42 @@ import sys
 from typing import Optional, TextIO
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+OPTIONS_WITH_VALUE = ("--format", "--output-file")
+HELP_OPTIONS = ("-h", "--help")
 USAGE = "usage: cglint verify [--format text|json] [--output-file FILE] SCRIPT [ARGS...]"
+HELP = f"""{USAGE}
+
+Run SCRIPT as `python SCRIPT ARGS...` would, with every CUDA-graph capture instrumented, and
+report the hazards seen at the lines that caused them. With a CUDA device each capture is
+a real trial capture (capture errors, syncs, host calls, host RNG, tensors rebound or freed
+before replay); without one, captured regions run once on the CPU under a tracer, and the
+report says what could not be checked.
+
+arguments:
+  SCRIPT                the Python script to run
+  ARGS                  arguments passed to the script; put them after `--` when one
+                        looks like an option of cglint (`-- --format csv`)
+
+options:
+  -h, --help            show this help and exit
+  --format {{text,json}}  how findings are written (default: text); with json on stdout,
+                        the script's own output goes to stderr
+  --output-file FILE    write the findings to FILE instead of stdout
+
+Options may come before or after SCRIPT; everything after `--` goes to the script.
+A summary of the captures (and notes on what was not checked) goes to stderr.
+
+exit status:
+  0  no findings and the script exited with status 0
+  1  findings, or the script failed (raised, or exited with a non-zero status)
+  2  usage error: unknown option, no such script, torch not installed"""
 
 
 class Usage(Exception):
+    pass
+
+
+class HelpRequested(Exception):
     pass
 
 
@@ -29,10 +61,10 @@ def parse(argv: list[str]) -> tuple[str, Optional[str], str, list[str]]:
         if arg == "--" and script is not None:
             rest.extend(args)
             break
-        if arg in ("-h", "--help") and script is None:
-            raise Usage(USAGE)
+        if arg in HELP_OPTIONS and script is None:
+            raise HelpRequested()
         name, eq, value = arg.partition("=")
-        if name in ("--format", "--output-file"):
+        if name in OPTIONS_WITH_VALUE:
             if not eq:
                 if not args:
                     raise Usage(f"{name} needs a value")
@@ -57,6 +89,9 @@ def parse(argv: list[str]) -> tuple[str, Optional[str], str, list[str]]:
 def main(argv: list[str]) -> int:
     try:
         fmt, output, script, script_args = parse(argv)
+    except HelpRequested:
+        print(HELP)
+        return EXIT_CLEAN
     except Usage as exc:
         print(f"cglint verify: {exc}", file=sys.stderr)
         return EXIT_USAGE

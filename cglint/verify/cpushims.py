@@ -23,7 +23,7 @@ _saved: list[tuple[Any, str, Any]] = []
 _depth = [0]  # regions being traced (is_current_stream_capturing answers from it)
 
 
-def _start(session: Session, kind: str) -> Instrumentation:
+def _start(session: Session, kind: str, graph: Any = None) -> Instrumentation:
     site = frames.current_user_frame(3)
     where = frames.where(site) if site else None
     region = Region(frames.display_path(where.path), where.line, kind) if where else None
@@ -31,7 +31,8 @@ def _start(session: Session, kind: str) -> Instrumentation:
     session.recorders.append(recorder)
     session.graphs.append(GraphInfo(f"{region.path}:{region.line} ({kind})" if region else "?", kind, True, 0.0))
     _depth[0] += 1
-    return Instrumentation(recorder, gpu=False).start()
+    owned = tuple(getattr(graph, "generators", ()))
+    return Instrumentation(recorder, gpu=False, owned_generators=owned).start()
 
 
 def _stop(inst: Optional[Instrumentation]) -> None:
@@ -73,9 +74,13 @@ def install(session: Session) -> None:
     class ShimGraph:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             self._inst: Optional[Instrumentation] = None
+            self.generators: list[Any] = []  # registered: they advance on every replay
+
+        def register_generator_state(self, generator: Any) -> None:
+            self.generators.append(generator)
 
         def capture_begin(self, *args: Any, **kwargs: Any) -> None:
-            self._inst = _start(session, "capture_begin")
+            self._inst = _start(session, "capture_begin", self)
             session.open[id(self)] = lambda exc: _stop(self._inst)
 
         def capture_end(self) -> None:
@@ -92,9 +97,10 @@ def install(session: Session) -> None:
     class ShimGraphContext:
         def __init__(self, cuda_graph: Any = None, pool: Any = None, stream: Any = None, **kwargs: Any) -> None:
             self._inst: Optional[Instrumentation] = None
+            self.cuda_graph = cuda_graph
 
         def __enter__(self) -> None:
-            self._inst = _start(session, "torch.cuda.graph")
+            self._inst = _start(session, "torch.cuda.graph", self.cuda_graph)
 
         def __exit__(self, *exc: object) -> bool:
             _stop(self._inst)

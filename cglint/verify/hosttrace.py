@@ -18,32 +18,25 @@ from types import CodeType, FrameType
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from cglint.verify import frames
+from cglint.verify import rule_codes as rc
+from cglint.verify.runtime_api import tables
 
 if TYPE_CHECKING:
     from cglint.verify.instrument import Instrumentation
 
-_TIMERS = {"time", "perf_counter", "monotonic", "process_time", "time_ns", "perf_counter_ns", "monotonic_ns", "sleep"}
-_CONTAINER_WRITES = {"append", "extend", "insert", "add", "update", "setdefault", "appendleft", "extendleft"}
-_PATH_IO = {"open", "read_text", "write_text", "read_bytes", "write_bytes", "touch", "unlink", "mkdir"}
-_TORCH_SEEDING = (
-    ("torch.random", ("manual_seed", "seed", "get_rng_state", "set_rng_state", "fork_rng")),
-    ("torch.cuda.random", ("manual_seed", "manual_seed_all", "seed", "seed_all", "get_rng_state", "set_rng_state",
-                           "get_rng_state_all", "set_rng_state_all")),
-)
-_GENERATOR_STATE = {"manual_seed", "seed", "get_state", "set_state", "graphsafe_get_state", "graphsafe_set_state"}
+HOST = tables().host
 
 
 def _python_targets() -> dict[CodeType, tuple[str, str]]:
     """Code objects of Python-level functions whose call from user code is a finding."""
     found: dict[CodeType, tuple[str, str]] = {}
-    for module_name, names in _TORCH_SEEDING:
-        module = sys.modules.get(module_name)
-        for name in names:
+    for table in (HOST.torch_seeding, HOST.cuda_seeding):
+        module = sys.modules.get(table.module)
+        for name in table.names:
             fn = getattr(module, name, None)
             code = getattr(getattr(fn, "__wrapped__", fn), "__code__", None)
             if code is not None:
-                shown = "torch" if module_name == "torch.random" else "torch.cuda"
-                found[code] = ("CG306", f"`{shown}.{name}()` seeds or reads RNG state during capture")
+                found[code] = (table.code, f"`{table.shown}.{name}()` seeds or reads RNG state during capture")
     return found
 
 
@@ -55,9 +48,9 @@ class HostTracer:
         self._importing = 0  # module code run by an import is not the region's work
         self._targets = _python_targets()
         self._files = {
-            logging.__file__: ("CG502", "logging during capture runs once, not on replay"),
-            random.__file__: ("CG301", "Python `random` draws a host value that the graph freezes"),
-            pathlib.__file__: ("CG503", "file I/O during capture runs once, not on replay"),
+            logging.__file__: (rc.LOGGING_IN_CAPTURE, "logging during capture runs once, not on replay"),
+            random.__file__: (rc.PYTHON_RANDOM, "Python `random` draws a host value that the graph freezes"),
+            pathlib.__file__: (HOST.path_io.code, "file I/O during capture runs once, not on replay"),
         }
 
     def start(self) -> None:
@@ -90,7 +83,7 @@ class HostTracer:
         def hook(*args: Any, **kwargs: Any) -> Any:
             caller = sys._getframe(1)
             if inst.running and frames.is_user_code(caller.f_code) and threading.get_ident() == inst.thread:
-                inst.recorder.observe("CG302", f"`numpy.random.{name}` draws a host value that the graph freezes",
+                inst.recorder.observe(rc.NUMPY_RANDOM, f"`numpy.random.{name}` draws a host value that the graph freezes",
                                       caller)
             return original(*args, **kwargs)
 
@@ -124,7 +117,7 @@ class HostTracer:
             caller = frame.f_back
             if hit is None or caller is None or not frames.is_user_code(caller.f_code):
                 return
-            if code.co_filename == pathlib.__file__ and code.co_name not in _PATH_IO:
+            if code.co_filename == pathlib.__file__ and code.co_name not in HOST.path_io.names:
                 return
             if code.co_filename == random.__file__ and code.co_name.startswith("_"):
                 return
@@ -134,28 +127,28 @@ class HostTracer:
         owner = getattr(fn, "__self__", None)
         name = getattr(fn, "__name__", "")
         if fn is print:
-            return "CG501", "`print` during capture runs once, not on replay"
+            return rc.PRINT_IN_CAPTURE, "`print` during capture runs once, not on replay"
         if fn is open or fn is io.open or fn is input:
-            return "CG503", f"`{name}` (host I/O) during capture runs once, not on replay"
+            return rc.FILE_IO_IN_CAPTURE, f"`{name}` (host I/O) during capture runs once, not on replay"
         if fn is warnings.warn:
-            return "CG502", "`warnings.warn` during capture runs once, not on replay"
-        if owner is time and name in _TIMERS:
-            return "CG506", f"timer `time.{name}` during capture reads the clock once, not on replay"
+            return rc.LOGGING_IN_CAPTURE, "`warnings.warn` during capture runs once, not on replay"
+        if owner is time and name in HOST.timers.names:
+            return HOST.timers.code, f"timer `time.{name}` during capture reads the clock once, not on replay"
         if isinstance(owner, random.Random):
-            return "CG301", f"Python `random.{name}` draws a host value that the graph freezes"
+            return rc.PYTHON_RANDOM, f"Python `random.{name}` draws a host value that the graph freezes"
         if isinstance(owner, io.IOBase):
             if owner in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
-                return "CG501", f"`sys.stdout.{name}` during capture runs once, not on replay"
-            return "CG503", f"file `{name}` during capture runs once, not on replay"
+                return rc.PRINT_IN_CAPTURE, f"`sys.stdout.{name}` during capture runs once, not on replay"
+            return rc.FILE_IO_IN_CAPTURE, f"file `{name}` during capture runs once, not on replay"
         if _is_numpy_random(owner, fn):
-            return "CG302", f"`numpy.random` `{name}` draws a host value that the graph freezes"
+            return rc.NUMPY_RANDOM, f"`numpy.random` `{name}` draws a host value that the graph freezes"
         torch = sys.modules.get("torch")
-        if torch is not None and isinstance(owner, torch.Generator) and name in _GENERATOR_STATE:
-            return "CG306", f"`Generator.{name}()` seeds or reads RNG state during capture"
-        if name in _CONTAINER_WRITES and (isinstance(owner, (list, dict, set)) or _is_deque(owner)):
+        if torch is not None and isinstance(owner, torch.Generator) and name in HOST.generator_state.names:
+            return HOST.generator_state.code, f"`Generator.{name}()` seeds or reads RNG state during capture"
+        if name in HOST.container_writes.names and (isinstance(owner, (list, dict, set)) or _is_deque(owner)):
             where = _long_lived(owner, frame)
             if where:
-                return "CG504", f"`{where}.{name}(...)` writes a host container once, not on replay"
+                return HOST.container_writes.code, f"`{where}.{name}(...)` writes a host container once, not on replay"
         return None
 
 

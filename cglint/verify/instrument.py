@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Optional
+from typing import Any, Optional
 
 from cglint.verify import frames, synchooks
 from cglint.verify.hosttrace import HostTracer
@@ -14,9 +14,10 @@ class Instrumentation:
     """Start after capture_begin (or before a traced call), stop before capture_end."""
 
     def __init__(self, recorder: Recorder, *, gpu: bool, track_inputs: bool = False, host: bool = True,
-                 torch_modes: bool = True, trace_ops: bool = True):
+                 torch_modes: bool = True, trace_ops: bool = True, owned_generators: tuple[Any, ...] = ()):
         self.recorder = recorder
         self.gpu = gpu
+        self.owned_generators = owned_generators  # registered with the capturing graph
         self.track_inputs = track_inputs
         self.thread = threading.get_ident()
         self.ops: Optional[OpMode] = None

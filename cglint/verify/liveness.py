@@ -16,7 +16,9 @@ from typing import Any, Optional
 import torch
 
 from cglint.verify import frames
+from cglint.verify import rule_codes as rc
 from cglint.verify.recorder import Recorder
+from cglint.verify.rule_metadata import message
 from cglint.verify.torchmodes import OpMode
 
 
@@ -80,13 +82,13 @@ def check(reads: list[Read], recorder: Recorder, frame: Optional[FrameType], gra
         rebound = next((n for n in read.names if _other_tensor(lookup(n, frame), t)), None)
         if rebound is not None:
             kind = "output" if read.output else "input"
-            recorder.observe("CG401", f"captured {kind} `{rebound}` was rebound before replay; the graph "
+            recorder.observe(rc.REBIND_CAPTURED_TENSOR, f"captured {kind} `{rebound}` was rebound before replay; the graph "
                              f"still uses the tensor captured at {graph_label}", frame)
         elif t is None and not read.output:
-            recorder.observe("CG490" if not read.names else "CG404",
+            recorder.observe(rc.DELETE_CAPTURED_TENSOR if read.names else rc.CAPTURED_TENSOR_GONE,
                              _gone(read, graph_label), frame)
         elif t is not None and t.data_ptr() != read.data_ptr:
-            recorder.observe("CG403", f"{read.label} moved to new memory (resize_ or set_) after capture at "
+            recorder.observe(rc.RESIZE_IN_CAPTURE, f"{read.label} moved to new memory (resize_ or set_) after capture at "
                              f"{graph_label}", frame)
 
 
@@ -95,9 +97,6 @@ def _other_tensor(value: Any, captured: Optional[torch.Tensor]) -> bool:
 
 
 def _gone(read: Read, graph_label: str) -> str:
-    from cglint.verify import codes
-
     if read.names:
         return f"captured tensor {read.label} was freed before replay of the graph captured at {graph_label}"
-    return codes.runtime_rule("CG490").message.format(
-        what=f"{read.label} was freed or rebound after capture at {graph_label}")
+    return message(rc.CAPTURED_TENSOR_GONE, f"{read.label} was freed or rebound after capture at {graph_label}")

@@ -20,12 +20,19 @@ from cglint.verify.recorder import Recorder
 from cglint.verify.session import GraphInfo, Session
 
 _saved: list[tuple[Any, str, Any]] = []
+_INHERITED = object()  # saved for a method the class inherits: uninstall deletes the wrapper
+# Where a graph keeps the generators registered with it (register_generator_state).
+OWNED_GENERATORS = "_cglint_generators"
 
 
 def _patch(owner: Any, name: str, make: Callable[[Any], Any]) -> None:
-    original = owner.__dict__[name]
-    _saved.append((owner, name, original))
+    original = getattr(owner, name)
+    _saved.append((owner, name, owner.__dict__.get(name, _INHERITED)))
     setattr(owner, name, functools.wraps(original)(make(original)))
+
+
+def owned_generators(graph: Any) -> tuple[Any, ...]:
+    return tuple(graph.__dict__.get(OWNED_GENERATORS, ()))
 
 
 def install(session: Session) -> None:
@@ -41,7 +48,7 @@ def install(session: Session) -> None:
             original(self, *args, **kwargs)
             if getattr(self, "_cglint_api", False):
                 return  # cglint.verify() instruments its own capture
-            monitor = CaptureMonitor()
+            monitor = CaptureMonitor(owned_generators=owned_generators(self))
             self._cglint_monitor = monitor
             session.recorders.append(monitor.recorder)
             session.open[id(self)] = lambda exc: _abandon(self, monitor, exc, original_end)
@@ -109,6 +116,15 @@ def install(session: Session) -> None:
             return False
         return wrapper
 
+    def register_generator_state(original):
+        def wrapper(self, generator, *args, **kwargs):
+            result = original(self, generator, *args, **kwargs)
+            self.__dict__.setdefault(OWNED_GENERATORS, []).append(generator)
+            return result
+        return wrapper
+
+    if hasattr(graph_cls, "register_generator_state"):  # not in older torch
+        _patch(graph_cls, "register_generator_state", register_generator_state)
     _patch(graph_cls, "capture_begin", capture_begin)
     _patch(graph_cls, "capture_end", capture_end)
     _patch(graph_cls, "replay", replay)
@@ -152,5 +168,8 @@ def _graph_done(session: Session, monitor: CaptureMonitor, *, ok: bool, graph: A
 def uninstall() -> None:
     while _saved:
         owner, name, original = _saved.pop()
-        setattr(owner, name, original)
+        if original is _INHERITED:
+            delattr(owner, name)
+        else:
+            setattr(owner, name, original)
     synchooks.uninstall()

@@ -29,20 +29,27 @@ class _Guard:
 
     def __init__(self) -> None:
         self.session: Any = None
+        self.backend: Any = None
 
     def start(self) -> Any:
         if self.session is None:
             import torch
 
+            from cglint.verify import backend
             from cglint.verify import session as sessions
 
             self.session = sessions.begin(torch.cuda.is_available())
-            if self.session.gpu:
-                from cglint.verify import patches
-            else:
-                from cglint.verify import cpushims as patches
-            patches.install(self.session)
+            self.backend = backend.select(self.session.gpu)
+            self.backend.install(self.session)
         return self.session
+
+    def stop(self) -> None:
+        if self.session is not None:
+            from cglint.verify import session as sessions
+
+            self.backend.uninstall()
+            sessions.end()
+            self.session = self.backend = None
 
 
 _guard = _Guard()
@@ -75,16 +82,7 @@ def pytest_runtest_call(item: Any) -> Any:
 
 
 def pytest_unconfigure(config: Any) -> None:
-    if _guard.session is not None:
-        from cglint.verify import session
-
-        if _guard.session.gpu:
-            from cglint.verify import patches
-        else:
-            from cglint.verify import cpushims as patches
-        patches.uninstall()
-        session.end()
-        _guard.session = None
+    _guard.stop()
 
 
 def _line(finding: Any) -> str:

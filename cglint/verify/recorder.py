@@ -14,7 +14,8 @@ from types import FrameType
 from typing import Iterator, Optional
 
 from cglint.findings import Finding, Region
-from cglint.verify import codes, frames
+from cglint.verify import frames
+from cglint.verify.rule_metadata import meta
 
 _MAX_EVIDENCE = 6
 
@@ -39,7 +40,7 @@ class Observation:
             self.evidence.append(note)
 
     def finding(self) -> Finding:
-        meta = codes.meta(self.code)
+        rule = meta(self.code)
         message = self.what
         notes = ([f"seen during {', '.join(self.phases)}"] if self.phases else []) + self.evidence
         if notes:
@@ -52,10 +53,10 @@ class Observation:
             end_line=w.end_line or w.line,
             end_column=w.end_column or w.column,
             code=self.code,
-            category=meta.category,
-            severity=meta.severity,
+            category=rule.category,
+            severity=rule.severity,
             message=message,
-            fix_hint=meta.fix_hint,
+            fix_hint=rule.fix_hint,
             region=self.region,
             trace=self.trace,
             source="runtime",

@@ -9,14 +9,9 @@ from dataclasses import dataclass, field
 from typing import Optional, TextIO
 
 from cglint.findings import Finding
+from cglint.verify import backend
 from cglint.verify import session as sessions
 from cglint.verify.session import GraphInfo
-
-CPU_NOTES = (
-    "no CUDA device: CPU trace mode. Each captured region ran once on the CPU under the tracer "
-    "(syncing operators, host calls, host RNG); not checked: real capture errors, replays, tensors "
-    "rebound before replay, pool memory and timing. Run on a GPU machine for those."
-)
 
 
 @dataclass
@@ -34,11 +29,9 @@ def run_script(script: str, args: list[str], script_stdout: Optional[TextIO] = N
 
     gpu = torch.cuda.is_available()
     session = sessions.begin(gpu)
-    if gpu:
-        from cglint.verify import patches as instrumentation
-    else:
-        from cglint.verify import cpushims as instrumentation
-        session.note(CPU_NOTES)
+    instrumentation = backend.select(gpu)
+    for note in instrumentation.script_notes:
+        session.note(note)
     saved_argv, saved_path, saved_stdout = sys.argv, list(sys.path), sys.stdout
     sys.argv = [script, *args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))

@@ -11,6 +11,8 @@ import functools
 import threading
 from typing import Any, Callable
 
+from cglint.verify.rule_codes import EXPLICIT_SYNCHRONIZE
+
 _active: list[Any] = []  # Instrumentation objects of captures in progress
 _lock = threading.Lock()
 _saved: list[tuple[Any, str, Any]] = []
@@ -34,7 +36,7 @@ def record(label: str) -> None:
     me = threading.get_ident()
     for inst in active:
         other = "" if inst.thread == me else " (from another thread)"
-        inst.recorder.observe("CG104", f"`{label}` synchronizes with the host{other}", None)
+        inst.recorder.observe(EXPLICIT_SYNCHRONIZE, f"`{label}` synchronizes with the host{other}", None)
 
 
 def _wrap(owner: Any, attr: str, label: str) -> None:

@@ -71,7 +71,8 @@ class ApiMode(TorchFunctionMode):
         name = _name(func)
         caller = sys._getframe(1)
         user = frames.user_frame(caller)
-        hit = classify.classify_call(name, args, kwargs, gpu=self.inst.gpu, frame=user)
+        hit = classify.classify_call(name, args, kwargs, gpu=self.inst.gpu, frame=user,
+                                     owned_generators=self.inst.owned_generators)
         hit = classify.library_hit(hit, caller, user)
         rec = self.inst.recorder
         obs = rec.observe(hit[0], hit[1], caller) if hit else None

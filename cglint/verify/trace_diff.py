@@ -1,15 +1,16 @@
 """Compare the operator traces of two inputs of equal shapes.
 
 Both inputs go through the same eager code. If the operator sequences differ, Python took
-another path for the second input (CG290); if only shapes differ, an operator's output
-size depends on data (CG790). Either way a graph captured on one input is wrong for the
-other.
+another path for the second input (input-dependent-ops); if only shapes differ, an
+operator's output size depends on data (input-dependent-shapes). Either way a graph
+captured on one input is wrong for the other.
 """
 from __future__ import annotations
 
 from typing import Optional
 
-from cglint.verify import codes
+from cglint.verify import rule_codes as rc
+from cglint.verify.rule_metadata import message
 from cglint.verify.recorder import Recorder
 from cglint.verify.torchmodes import OpRecord
 
@@ -26,14 +27,14 @@ def compare(first: list[OpRecord], second: list[OpRecord], recorder: Recorder) -
             if a.shapes != b.shapes:
                 what = (f"aten.{a.op} gave shapes {list(a.shapes)} for the first input and "
                         f"{list(b.shapes)} for the second")
-                _record(recorder, "CG790", what, a)
-                return "CG790"
+                _record(recorder, rc.INPUT_DEPENDENT_SHAPES, what, a)
+                return rc.INPUT_DEPENDENT_SHAPES
             continue
         shown_a = f"aten.{a.op} at {a.where()}" if a else "nothing more"
         shown_b = f"aten.{b.op} at {b.where()}" if b else "nothing more"
         what = f"operator {i + 1} was {shown_a} for the first input but {shown_b} for the second"
-        _record(recorder, "CG290", what, a or b)
-        return "CG290"
+        _record(recorder, rc.INPUT_DEPENDENT_OPS, what, a or b)
+        return rc.INPUT_DEPENDENT_OPS
     return None
 
 
@@ -43,5 +44,4 @@ def _record(recorder: Recorder, code: str, what: str, op: OpRecord) -> None:
     if op.code is None:
         return
     where = Where(op.code.co_filename, op.line, 1, op.line, 0, op.code.co_name)
-    message = codes.runtime_rule(code).message.format(what=what)
-    recorder.observe_at(code, message, where, (where.label(),), evidence="compared two inputs")
+    recorder.observe_at(code, message(code, what), where, (where.label(),), evidence="compared two inputs")

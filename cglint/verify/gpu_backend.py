@@ -1,16 +1,46 @@
-"""The GPU half of `cglint.verify`: warmup traces, instrumented capture, replay, cost."""
+"""The GPU backend: for a function, warmup traces, an instrumented capture, replays against
+eager and timing; for scripts, the capture patches of `patches`."""
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+import gc
+import time
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import torch
 
-from cglint.verify import errors, inputs
-from cglint.verify.api import observe_fn, second_pass, timed_ms, traced, wall_ms
+from cglint.verify import errors, frames, inputs, patches
+from cglint.verify import rule_codes as rc
 from cglint.verify.capture import CaptureMonitor, pool_bytes, reset_after_failure
 from cglint.verify.compare import diverges
 from cglint.verify.recorder import Recorder
 from cglint.verify.result import VerifyReport
+from cglint.verify.rule_metadata import message, meta
+from cglint.verify.session import Session
+from cglint.verify.trace_passes import second_pass, traced
+
+if TYPE_CHECKING:
+    from cglint.verify.backend import Options
+
+# Findings that can explain why a replay diverged from eager execution.
+_DIVERGENCE_SUSPECTS = ("control-flow", "cpu-rng", "host-effect", "frozen-scalar")
+
+
+class GpuBackend:
+    mode = "gpu"
+    trace_phase = "eager trace"
+    script_notes: tuple[str, ...] = ()
+
+    def verify_function(self, fn: Callable[..., Any], sample: tuple, make_inputs: Optional[Callable[[], Any]],
+                        recorder: Recorder, report: VerifyReport, options: "Options") -> None:
+        run_gpu(fn, sample, make_inputs, recorder, report, replays=options.replays, rtol=options.rtol,
+                atol=options.atol, warmup=options.warmup, timing=options.timing, timing_iters=options.timing_iters,
+                measure_overhead=options.measure_overhead)
+
+    def install(self, session: Session) -> None:
+        patches.install(session)
+
+    def uninstall(self) -> None:
+        patches.uninstall()
 
 
 def run_gpu(fn: Callable, sample: tuple, make_inputs: Any, recorder: Recorder, report: VerifyReport, *,
@@ -119,9 +149,10 @@ def _replay_against_eager(fn, sample, make_inputs, graph, static, static_out, re
     report.divergence = worst
     if worst:
         shown = ", ".join(f"{k} max |replay - eager| = {v:.3g}" for k, v in worst.items())
-        suspects = [o.finding() for o in recorder.observations.values() if o.code[:3] in ("CG2", "CG3", "CG5", "CG6")]
+        suspects = [o.finding() for o in recorder.observations.values()
+                    if meta(o.code).category in _DIVERGENCE_SUSPECTS]
         hint = "; look at " + ", ".join(f"{f.code} {f.path}:{f.line}" for f in suspects[:3]) if suspects else ""
-        observe_fn(recorder, fn, "CG690", f"{shown} over {replays} fresh inputs{hint}", "replayed against eager")
+        observe_fn(recorder, fn, rc.REPLAY_DIVERGES, f"{shown} over {replays} fresh inputs{hint}", "replayed against eager")
 
 
 def _timing(fn, sample, make_inputs, graph, static, recorder, report, iters: int) -> None:
@@ -130,6 +161,41 @@ def _timing(fn, sample, make_inputs, graph, static, recorder, report, iters: int
     report.replay_ms = timed_ms(lambda: (inputs.copy_into(static, new), graph.replay()), iters)
     if report.replay_ms >= report.eager_ms:
         pool = f"; its pool holds {report.pool_bytes / 2**20:.1f} MiB" if report.pool_bytes else ""
-        observe_fn(recorder, fn, "CG990",
+        observe_fn(recorder, fn, rc.GRAPH_NOT_WORTH_IT,
                    f"replay with input copies takes {report.replay_ms:.3f} ms, eager {report.eager_ms:.3f} ms{pool}",
                    "timed with CUDA events")
+
+
+def fn_where(fn: Callable) -> Optional[frames.Where]:
+    """Where `fn` is defined (for findings about the whole function: divergence, cost)."""
+    target = getattr(fn, "forward", fn)
+    code = getattr(getattr(target, "__func__", target), "__code__", None)
+    if code is None:
+        return None
+    return frames.Where(code.co_filename, code.co_firstlineno, 1, code.co_firstlineno, 0, code.co_name)
+
+
+def observe_fn(recorder: Recorder, fn: Callable, code: str, what: str, evidence: str) -> None:
+    where = fn_where(fn)
+    if where is not None:
+        recorder.observe_at(code, message(code, what), where, (where.label(),), evidence=evidence)
+
+
+def timed_ms(call: Callable[[], Any], iters: int) -> float:
+    for _ in range(3):
+        call()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(iters):
+        call()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / iters
+
+
+def wall_ms(call: Callable[[], Any]) -> float:
+    gc.collect()
+    t0 = time.perf_counter()
+    call()
+    return (time.perf_counter() - t0) * 1000

@@ -1,0 +1,85 @@
+"""What a function called between replays changes: the host state a capture froze.
+
+A captured graph keeps every Python value it read at capture. A setter called in the replay
+loop (`model.configure(t)`, `config.set_guidance(s)`, `model.eval()`, `anneal(0.9)`) changes
+state the graph never sees again. The walk of the replaying function records its calls;
+this module says which state each callee writes, following its own calls a few levels.
+
+State keys (matched by engine/state.py against what captured code reads):
+  ("attr", name)           an attribute of any object, or a module global read as `mod.name`
+  ("global", module, name) a module global assigned through `global`
+  ("cell", name)           a closure variable assigned through `nonlocal`
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from cglint.engine.definitions import FunctionInfo
+from cglint.engine.syntax import assigned_names, call_method, descendants
+
+if TYPE_CHECKING:
+    from cglint.engine.project import Project
+
+# A setter usually writes directly or through one helper (`set_adapters` -> `layer.enable()`);
+# deeper chains are rare and each level multiplies the functions parsed.
+MAX_DEPTH = 3
+# nn.Module methods that switch the `training` attribute a captured forward may branch on.
+_MODE_SWITCHES = frozenset({"train", "eval"})
+
+
+def writes_of(project: "Project", function: FunctionInfo, depth: int = MAX_DEPTH) -> frozenset:
+    key = ("replay-writes", function.key, depth)
+    return project.cached(key, lambda: _scan(project, function, depth), frozenset())  # type: ignore[return-value]
+
+
+def _scan(project: "Project", function: FunctionInfo, depth: int) -> frozenset:
+    from cglint.engine.scope import Scope  # scope imports the engine's value model
+
+    node = function.node
+    if not isinstance(node, cst.FunctionDef):
+        return frozenset()
+    declared = {"global": set(), "nonlocal": set()}
+    for current in descendants(node):
+        if isinstance(current, cst.Global):
+            declared["global"].update(n.name.value for n in current.names)
+        elif isinstance(current, cst.Nonlocal):
+            declared["nonlocal"].update(n.name.value for n in current.names)
+    found: set = set()
+    scope = None
+    for current in descendants(node):
+        if isinstance(current, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+            targets = [t.target for t in current.targets] if isinstance(current, cst.Assign) else [current.target]
+            for target in targets:
+                for leaf in assigned_names(target):
+                    found.update(_keys(leaf, declared, function))
+        elif isinstance(current, cst.Call):
+            method = call_method(current)
+            if method is not None and method[1] in _MODE_SWITCHES:
+                found.add(("attr", "training"))
+            if depth > 1:
+                scope = scope or Scope(project, function)
+                for callee in _callees(project, scope, current):
+                    found.update(writes_of(project, callee, depth - 1))
+    return frozenset(found)
+
+
+def _keys(leaf: cst.BaseExpression, declared: dict, function: FunctionInfo) -> list[tuple]:
+    if isinstance(leaf, cst.Subscript):  # `self.opts["scale"] = s`: the container on `self` changed
+        leaf = leaf.value
+    if isinstance(leaf, cst.Attribute):
+        return [("attr", leaf.attr.value)]
+    if isinstance(leaf, cst.Name):
+        if leaf.value in declared["global"]:
+            return [("global", function.module.name, leaf.value), ("attr", leaf.value)]
+        if leaf.value in declared["nonlocal"]:
+            return [("cell", leaf.value)]
+    return []
+
+
+def _callees(project: "Project", scope, call: cst.Call) -> list[FunctionInfo]:
+    from cglint.engine.values import evaluate
+
+    value = evaluate(call.func, scope)
+    return [t for t in value.targets if isinstance(t, FunctionInfo)]

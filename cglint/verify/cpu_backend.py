@@ -1,0 +1,46 @@
+"""The CPU backend: traced eager passes of a function, and for scripts the torch.cuda
+stand-ins of cpushims. No capture happens, so the report lists what needed a GPU."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from cglint.verify import cpushims, inputs
+from cglint.verify.recorder import Recorder
+from cglint.verify.result import VerifyReport
+from cglint.verify.session import Session
+from cglint.verify.trace_passes import second_pass, traced
+
+if TYPE_CHECKING:
+    from cglint.verify.backend import Options
+
+NOT_CHECKED = (
+    "trial capture: capture errors, sync debug mode, stream and event hooks (needs a GPU)",
+    "replay against eager on fresh inputs (needs a GPU)",
+    "graph pool memory and eager-versus-replay time (needs a GPU)",
+    "device-to-host copies inside library code (every tensor is on the CPU in trace mode)",
+)
+SCRIPT_NOTE = (
+    "no CUDA device: CPU trace mode. Each captured region ran once on the CPU under the tracer "
+    "(syncing operators, host calls, host RNG); not checked: real capture errors, replays, tensors "
+    "rebound before replay, pool memory and timing. Run on a GPU machine for those."
+)
+
+
+class CpuBackend:
+    mode = "cpu"
+    trace_phase = "CPU trace"
+    script_notes = (SCRIPT_NOTE,)
+
+    def verify_function(self, fn: Callable[..., Any], sample: tuple, make_inputs: Optional[Callable[[], Any]],
+                        recorder: Recorder, report: VerifyReport, options: "Options") -> None:
+        static = inputs.clone(sample)
+        fn(*static)  # one plain call first: lazy initialisation is not a difference between inputs
+        _, first = traced(fn, static, recorder, gpu=False)
+        second_pass(fn, sample, make_inputs, recorder, first, report, gpu=False)
+        report.skipped.extend(NOT_CHECKED)
+
+    def install(self, session: Session) -> None:
+        cpushims.install(session)
+
+    def uninstall(self) -> None:
+        cpushims.uninstall()

@@ -1,0 +1,36 @@
+"""What the catalogue says about each rule the verifier reports.
+
+The rule classes of rules/ (through cglint.catalogue) are the only source: a code the
+catalogue does not know is an error, never a finding with made-up metadata.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import NamedTuple
+
+
+class Meta(NamedTuple):
+    name: str
+    category: str
+    severity: str
+    fix_hint: str
+
+
+@lru_cache(maxsize=None)
+def meta(code: str) -> Meta:
+    rule = _rule(code)
+    return Meta(rule.name, rule.category, rule.severity, rule.fix_hint)
+
+
+def message(code: str, what: str) -> str:
+    """The rule's message template filled with what was observed (the runtime rules' `{what}`)."""
+    return _rule(code).message.format(what=what)
+
+
+def _rule(code: str):
+    from cglint.catalogue import by_code
+
+    try:
+        return by_code()[code]
+    except KeyError:
+        raise KeyError(f"the verifier reports {code}, which the rule catalogue does not define") from None

@@ -1,0 +1,95 @@
+"""The verifier takes every fact about a rule from the catalogue, and its torch symbol
+tables from rules/runtime_api.toml; none of this needs torch."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from cglint.catalogue import by_code, index
+from cglint.rule import RUNTIME
+from cglint.verify import rule_codes, rule_metadata, runtime_api
+
+
+def reported_codes() -> set[str]:
+    """Every code a module of the verifier can report: the named constants and the tables."""
+    constants = {value for name, value in vars(rule_codes).items() if name.isupper() and not name.startswith("_")}
+    return constants | runtime_api.tables().codes()
+
+
+def test_every_reported_code_has_the_catalogues_metadata():
+    codes = reported_codes()
+    assert {"CG109", "CG303", "CG304", "CG306", "CG403", "CG190", "CG991"} <= codes
+    for code in codes:
+        rule = by_code()[code]
+        assert rule_metadata.meta(code) == (rule.name, rule.category, rule.severity, rule.fix_hint), code
+        assert (rule.name, rule.category, rule.severity) == index()[code]
+
+
+def test_a_broken_catalogue_is_an_error_not_a_fallback_table():
+    # The verifier once kept its own table for when the catalogue failed to load, with other
+    # severities than the catalogue's (CG109 error instead of info, and five more).
+    probe = textwrap.dedent('''
+        import cglint.catalogue as catalogue
+
+        def broken():
+            raise catalogue.RuleContractError("broken rule catalogue")
+
+        catalogue.by_code = broken
+        from cglint.verify.rule_metadata import meta
+        try:
+            print(meta("CG109"))
+        except catalogue.RuleContractError as exc:
+            print("error:", exc)
+    ''')
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "error: broken rule catalogue"
+
+
+def test_runtime_messages_are_the_runtime_rules_templates():
+    assert rule_metadata.message("CG991", "boom") == "capture failed: boom"
+    for code in (rule_codes.RUNTIME_SYNC, rule_codes.CAPTURE_FAILED, rule_codes.REPLAY_DIVERGES):
+        assert by_code()[code].scope == RUNTIME
+
+
+def test_an_unknown_code_is_an_error():
+    with pytest.raises(KeyError, match="CG999"):
+        rule_metadata.meta("CG999")
+
+
+def test_a_misspelt_rule_name_fails_at_lookup():
+    assert rule_codes.code_of("pin-memory") == "CG109"
+    with pytest.raises(LookupError, match="pin-memroy"):
+        rule_codes.code_of("pin-memroy")
+
+
+def test_runtime_api_codes_exist_in_the_catalogue_and_every_entry_has_a_source():
+    api = runtime_api.tables()
+    assert api.codes() <= set(index())
+    groups = (api.calls, api.ops, api.library, api.host)
+    entries = [getattr(g, name) for g in groups for name in vars(g)] + list(api.capture_errors)
+    assert len(entries) == 22 + len(api.capture_errors)
+    for entry in entries:
+        assert entry.source.strip(), entry
+    assert api.host.torch_seeding.module == "torch.random" and "manual_seed" in api.host.torch_seeding.names
+
+
+def test_a_table_the_code_does_not_know_is_an_error():
+    from cglint.datafiles import data_file
+    from cglint.tomlread import toml
+
+    data = toml.loads(data_file("runtime_api.toml").read_text("utf-8"))
+    data["calls"]["misspelt_reads"] = data["calls"].pop("scalar_reads")
+    with pytest.raises(TypeError, match="misspelt_reads"):
+        runtime_api.parse(data)
+
+
+def test_a_code_the_catalogue_lacks_is_an_error():
+    from dataclasses import replace
+
+    api = runtime_api.tables()
+    typo = replace(api, capture_errors=(*api.capture_errors, runtime_api.CaptureError("text", "CG998", "?", "?")))
+    with pytest.raises(ValueError, match="CG998"):
+        runtime_api.checked(typo)
