@@ -12,8 +12,6 @@ pytest_lsp = pytest.importorskip("pytest_lsp")
 from lsprotocol import types  # noqa: E402
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities  # noqa: E402
 
-pytestmark = pytest.mark.asyncio
-
 MODEL = """\
 import torch
 from torch import nn
@@ -114,6 +112,7 @@ def at(path: Path, line: int) -> types.Location:
     return types.Location(uri=path.resolve().as_uri(), range=span(line, 0, 0))
 
 
+@pytest.mark.asyncio
 async def test_hazards_reached_from_a_capture_in_another_file(client: LanguageClient, tmp_path: Path):
     found = await open_file(client, tmp_path / "model.py")
     model, run = tmp_path / "model.py", tmp_path / "run.py"
@@ -136,6 +135,7 @@ async def test_hazards_reached_from_a_capture_in_another_file(client: LanguageCl
     assert "\nFix: " in found[0].message
 
 
+@pytest.mark.asyncio
 async def test_editing_the_hazard_away_clears_it_without_saving(client: LanguageClient, tmp_path: Path):
     model = tmp_path / "model.py"
     await open_file(client, model)
@@ -146,6 +146,7 @@ async def test_editing_the_hazard_away_clears_it_without_saving(client: Language
     assert model.read_text() == MODEL  # checked from the buffer, never written
 
 
+@pytest.mark.asyncio
 async def test_editing_the_capture_updates_the_file_it_reaches(client: LanguageClient, tmp_path: Path):
     model, run = tmp_path / "model.py", tmp_path / "run.py"
     assert len(await open_file(client, model)) == 2
@@ -157,6 +158,7 @@ async def test_editing_the_capture_updates_the_file_it_reaches(client: LanguageC
     assert [d.code for d in await published(client, model.as_uri())] == ["CG101"]
 
 
+@pytest.mark.asyncio
 async def test_code_actions_add_noqa_and_apply_the_safe_fix(client: LanguageClient, tmp_path: Path):
     model = tmp_path / "model.py"
     cg101, cg303 = await open_file(client, model)
@@ -190,6 +192,7 @@ async def test_code_actions_add_noqa_and_apply_the_safe_fix(client: LanguageClie
     assert [edits(a) for a in fix_all] == [[(line_16, '        return x + torch.randn(x.shape, device="cuda")\n')]]
 
 
+@pytest.mark.asyncio
 async def test_a_syntax_error_is_one_diagnostic_and_the_server_goes_on(client: LanguageClient, tmp_path: Path):
     broken = tmp_path / "broken.py"
     (found,) = await open_file(client, broken)
@@ -199,6 +202,7 @@ async def test_a_syntax_error_is_one_diagnostic_and_the_server_goes_on(client: L
     assert len(await open_file(client, tmp_path / "model.py")) == 2
 
 
+@pytest.mark.asyncio
 async def test_saving_checks_the_project_again(client: LanguageClient, tmp_path: Path):
     model = tmp_path / "model.py"
     clean = MODEL.replace("scale = h.abs().max().item()", "scale = h.abs().max()").replace("torch.randn(x.shape).cuda()", "x")
@@ -211,3 +215,11 @@ async def test_saving_checks_the_project_again(client: LanguageClient, tmp_path:
     saved = types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(model.as_uri()))
     found = await published(client, model.as_uri(), lambda: client.text_document_did_save(saved))
     assert [(d.code, d.range) for d in found] == [("CG103", span(12, 8, 16))]
+
+
+def test_without_pygls_the_command_says_what_to_install(monkeypatch, capsys):
+    from cglint.cli import main
+
+    monkeypatch.setitem(sys.modules, "pygls", None)  # as if not installed: importing it fails
+    assert main(["server"]) == 2
+    assert capsys.readouterr().err == 'cglint: error: `cglint server` needs pygls: pip install "cglint[server]"\n'

@@ -44,7 +44,10 @@ class ProjectIndex:
     def for_root(cls, root: Path) -> "ProjectIndex":
         """The index of the project at `root`, configured as `cglint check` there would be.
         Raises config.ConfigError and catalogue.UnknownSelector."""
-        return cls(root, config_module.load(None, root))
+        config = config_module.load(None, root)
+        # Without a configuration file, the workspace (not the editor's working directory)
+        # anchors exclusions and holds the cache.
+        return cls(root, config if config.source is not None else config_module.Config(root=root))
 
     def checks(self, path: Path) -> bool:
         """Whether `path` is a file `cglint check` would check (excluded ones are not)."""

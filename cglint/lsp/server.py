@@ -152,9 +152,7 @@ def initialized(ls: CglintServer, params: types.InitializedParams) -> None:
         ls.docs_url = options["docsUrl"]
     if isinstance(options.get("debounceMs"), (int, float)):
         ls.debounce = max(options["debounceMs"], 0) / 1000
-    root = Path(ls.workspace.root_path or os.getcwd()).resolve()
-    os.chdir(root)  # findings name files relative to the working directory
-    ls.start_index(root)
+    ls.start_index(Path(ls.workspace.root_path or os.getcwd()).resolve())
 
 
 @server.feature(types.INITIALIZE)
