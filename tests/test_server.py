@@ -78,6 +78,16 @@ async def client(lsp_client: LanguageClient, tmp_path: Path):
     await lsp_client.shutdown_session()
 
 
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "cglint", "server"]))
+async def misconfigured(lsp_client: LanguageClient, tmp_path: Path):
+    (tmp_path / "pyproject.toml").write_text('[tool.cglint]\nselect = "CG1"\n')
+    (tmp_path / "model.py").write_text(MODEL)
+    (tmp_path / "run.py").write_text(RUN)
+    await lsp_client.initialize_session(types.InitializeParams(capabilities=client_capabilities("neovim"), root_uri=tmp_path.as_uri()))
+    yield
+    await lsp_client.shutdown_session()
+
+
 async def published(client: LanguageClient, uri: str, send=None) -> list[types.Diagnostic]:
     """The diagnostics the server publishes for `uri` after `send()` (without `send`: the
     next ones, the client having forgotten the last)."""
@@ -215,6 +225,14 @@ async def test_saving_checks_the_project_again(client: LanguageClient, tmp_path:
     saved = types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(model.as_uri()))
     found = await published(client, model.as_uri(), lambda: client.text_document_did_save(saved))
     assert [(d.code, d.range) for d in found] == [("CG103", span(12, 8, 16))]
+
+
+@pytest.mark.asyncio
+async def test_a_broken_configuration_is_shown_and_the_defaults_apply(misconfigured: LanguageClient, tmp_path: Path):
+    assert [d.code for d in await open_file(misconfigured, tmp_path / "model.py")] == ["CG101", "CG303"]
+    assert [(m.type, m.message) for m in misconfigured.messages] == [
+        (types.MessageType.Error, f"cglint: {tmp_path / 'pyproject.toml'} [tool.cglint]: `select` must be a list of strings; using the default settings")
+    ]
 
 
 def test_without_pygls_the_command_says_what_to_install(monkeypatch, capsys):

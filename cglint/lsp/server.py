@@ -37,6 +37,7 @@ class CglintServer(LanguageServer):
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._published: dict[str, list[types.Diagnostic]] = {}
         self.initialization_options: dict = {}
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
 
     # --- work in the checking thread -----------------------------------------
     async def in_worker(self, job: Callable, *args):
@@ -50,11 +51,13 @@ class CglintServer(LanguageServer):
         return {path: doc.source for path, doc in self.open_documents().items()}
 
     def start_index(self, root: Path) -> None:
+        self._loop = asyncio.get_running_loop()  # messages from the worker are sent from here
+
         def build() -> None:
             try:
                 self.index = ProjectIndex.for_root(root)
             except (config_module.ConfigError, catalogue.UnknownSelector) as exc:
-                self.window_show_message(types.ShowMessageParams(types.MessageType.Error, f"cglint: {exc}; using the default settings"))
+                self._loop.call_soon_threadsafe(self.window_show_message, types.ShowMessageParams(types.MessageType.Error, f"cglint: {exc}; using the default settings"))
                 self.index = ProjectIndex(root, config_module.Config(root=root))
             self.reindex()
 
@@ -67,7 +70,8 @@ class CglintServer(LanguageServer):
             self.log(f"indexing failed:\n{traceback.format_exc()}")
 
     def log(self, text: str) -> None:
-        self.window_log_message(types.LogMessageParams(types.MessageType.Error, f"cglint: {text}"))
+        """Report an error in the editor's log (from any thread)."""
+        self._loop.call_soon_threadsafe(self.window_log_message, types.LogMessageParams(types.MessageType.Error, f"cglint: {text}"))
 
     # --- diagnostics ------------------------------------------------------------
     def schedule(self, uri: str, delay: float) -> None:
