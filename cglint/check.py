@@ -15,6 +15,7 @@ from cglint.discovery import discover, module_name_for, relative_to, resolved
 from cglint.engine.prefilter import CAPTURE_TOKENS, mentions, names_any
 from cglint.findings import Finding, Region, Related
 from cglint.footprint import Footprint
+from cglint.rule import REPLAY
 from cglint.selection import Selection
 from cglint.syntax_checks import SyntaxChecks
 
@@ -375,7 +376,9 @@ def _region_and_trace(hit: "RawHit", positions: "Positions") -> tuple[Optional[R
     region = Region(site.module.display, site_span.start.line if site_span else 0, hit.capture.region_kind)
     trace = [step(s) for s in hit.trace]
     function = hit.function
-    if function is not hit.capture.function and hasattr(function.node, "name"):
+    # Code reached from a region ends its trace with the function it is in; code that runs
+    # between replays is not reached from the capture, whose site alone is its trace.
+    if function is not hit.capture.function and hasattr(function.node, "name") and hit.rule.scope != REPLAY:
         from cglint.engine.captures import TraceStep  # the engine loads lazily
 
         trace.append(step(TraceStep(function.module, function.node, function.qualname), function.node.name))

@@ -1,6 +1,6 @@
 """The finding object shared by the static checker, the verifier and every reporter.
 
-Its JSON form is a stable contract: field names and meanings never change.
+Its JSON form is a stable contract (see docs/design.md): field names and meanings never change.
 """
 from __future__ import annotations
 

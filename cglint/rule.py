@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Collection, Iterable, Optional,
 if TYPE_CHECKING:
     import libcst as cst
 
+    from cglint.engine.captures import Capture
     from cglint.engine.context import Context
     from cglint.fix import FixContext
 
@@ -55,10 +56,13 @@ EXPECT_MARKER = re.compile(r"#\s*expect:\s*(CG\d{3}(?:\s*,\s*CG\d{3})*)")
 class Hit:
     """A rule's verdict on one node: where, plus values for the message template.
 
-    `{expr}` in a template is the flagged node's code unless `details` says otherwise."""
+    `{expr}` in a template is the flagged node's code unless `details` says otherwise.
+    A rule that looks between replays names the capture its hit is about in `capture`
+    (region and capture rules get theirs from the walk)."""
 
     node: "cst.CSTNode"
     details: dict[str, Any] = field(default_factory=dict)
+    capture: Optional["Capture"] = None
 
 
 class Rule:

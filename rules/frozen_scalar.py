@@ -216,8 +216,8 @@ for _ in range(1000):
     )
 
     def check(self, node, ctx):
-        calls = ctx.region_calls()
-        if "optimizer.step" not in calls and "grad_scaler.step" not in calls:
+        capture = ctx.capture_calling("optimizer.step", "grad_scaler.step")
+        if capture is None:
             return
         if isinstance(node, cst.Call):
             method = ctx.method(node)
@@ -232,7 +232,7 @@ for _ in range(1000):
             if not any(_lr_key(t) for t in targets):
                 return
         if ctx.replay_follows():
-            yield node
+            yield Hit(node, capture=capture)
 
 
 def _lr_key(target: cst.BaseExpression) -> bool:

@@ -329,5 +329,5 @@ for batch in loader:
         for value in stored:
             name = _static_output(value, outputs)
             if name is not None and not ctx.value(value).is_host and ctx.replay_follows():
-                yield Hit(node, {"name": name})
+                yield Hit(node, {"name": name}, capture=ctx.capture_using(name))
                 return

@@ -35,3 +35,16 @@ def test_clean_project_has_captures_but_no_markers():
     text = "".join(p.read_text("utf-8") for p in project.rglob("*.py"))
     for form in ("graph(", "capture_begin", "make_graphed_callables", "reduce-overhead", "contextmanager"):
         assert form in text
+
+
+def test_every_fixture_finding_names_its_capture_and_the_trace_from_it(monkeypatch):
+    # Every rule is about a capture: region code, the capture site, or code between replays.
+    monkeypatch.chdir(FIXTURES)
+    result = check(PROJECTS)
+    assert result.findings
+    for f in result.findings:
+        assert f.region is not None and f.trace, f"{f.path}:{f.line} {f.code} has no capture"
+        assert f.trace[0].startswith(f"{f.region.path}:{f.region.line} "), (f.code, f.trace)
+        assert len(set(f.trace)) == len(f.trace), (f.code, f.trace)
+    rebinding = next(f for f in result.findings if f.code == "CG401" and f.path.startswith("training_step/"))
+    assert rebinding.trace == ("training_step/train.py:114 with torch.cuda.graph(graph)",)

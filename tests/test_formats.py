@@ -193,7 +193,7 @@ EVERY_FORM = {
 
 
 def test_region_kinds_in_json_name_every_form_of_capture(tmp_path, monkeypatch, capsys):
-    """The region kinds are a contract of the JSON output: these exact strings."""
+    """The region kinds are a contract (docs/design.md, JSON output): these exact strings."""
     monkeypatch.chdir(tmp_path)
     write_project(tmp_path, EVERY_FORM)
     (tmp_path / "cglint.toml").write_text('select = ["CG501"]\ncapture-functions = ["runner_capture"]\ncaptured = ["decode_step"]\n')

@@ -1,6 +1,7 @@
-"""The pre-commit hook this repository publishes, run by the real pre-commit (`pre-commit
-try-repo`) on a throwaway git repository. pre-commit installs the hook from a git snapshot of
-this working tree with pip (which needs the package index for cglint's dependencies)."""
+"""The pre-commit hook this repository publishes, run by the real pre-commit on a throwaway
+git repository with the README's `.pre-commit-config.yaml` snippet. pre-commit installs the
+hook from a git snapshot of this working tree, tagged as the README says releases are, with
+pip (which needs the package index for cglint's dependencies)."""
 from __future__ import annotations
 
 import os
@@ -69,12 +70,27 @@ def hook_repo(tmp_path):
     return snapshot
 
 
-def _try_repo(hook_repo: Path, project: Path, *files: str) -> subprocess.CompletedProcess:
+def readme_config() -> str:
+    """The README's `.pre-commit-config.yaml` snippet."""
+    readme = (ROOT / "README.md").read_text("utf-8")
+    return next(b for b in re.findall(r"```yaml\n(.*?)```", readme, re.S) if b.startswith("repos:"))
+
+
+def _install_readme_config(hook_repo: Path, project: Path) -> None:
+    """The README's snippet, pointing at the snapshot instead of <your-org>'s repository, whose
+    `rev` is created there as the README says."""
+    config = readme_config()
+    rev = re.search(r"rev: (\S+)", config)[1]
+    _git(hook_repo, "tag", rev)
+    (project / ".pre-commit-config.yaml").write_text(re.sub(r"repo: \S+", f"repo: {hook_repo.as_uri()}", config))
+
+
+def _run_hook(hook_repo: Path, project: Path, *files: str) -> subprocess.CompletedProcess:
     home = project.parent / "pre-commit-home"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "PRE_COMMIT"))}
     env.update(PRE_COMMIT_HOME=str(home), PRE_COMMIT_COLOR="never", NO_COLOR="1")
     done = subprocess.run(
-        [sys.executable, "-m", "pre_commit", "try-repo", str(hook_repo), "cglint", "--verbose", "--files", *files],
+        [sys.executable, "-m", "pre_commit", "run", "cglint", "--verbose", "--files", *files],
         cwd=project, env=env, capture_output=True, text=True, timeout=540,
     )
     if done.returncode not in (0, 1) or "An unexpected error has occurred" in done.stdout + done.stderr:
@@ -89,19 +105,20 @@ def _try_repo(hook_repo: Path, project: Path, *files: str) -> subprocess.Complet
 def test_precommit_hook_fails_on_a_hazard_then_passes_once_fixed(hook_repo, tmp_path):
     project = tmp_path / "project"
     write_project(project, {"app/__init__.py": "", "app/model.py": MODEL, "app/run.py": RUN})
+    _install_readme_config(hook_repo, project)
     _git(project, "init", "-q")
     _git(project, "add", "-A")
 
     # Only run.py is handed to the hook, as when it alone changed: the checker still reads
     # app/model.py, which the capture calls, and reports the hazard there.
-    done = _try_repo(hook_repo, project, "app/run.py")
+    done = _run_hook(hook_repo, project, "app/run.py")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "app/model.py:5:13: CG101 [error]" in done.stdout
     assert "captured: app/run.py:6 with torch.cuda.graph(g)" in done.stdout
 
     (project / "app/model.py").write_text(MODEL.replace("x.abs().max().item()", "x.abs().max()"))
     _git(project, "add", "-A")
-    done = _try_repo(hook_repo, project, "app/run.py", "app/model.py")
+    done = _run_hook(hook_repo, project, "app/run.py", "app/model.py")
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(r"cglint.*Passed", done.stdout)
 
@@ -117,6 +134,13 @@ def test_a_file_handed_over_alone_still_reads_the_modules_it_calls(tmp_path, mon
     data = json.loads(capsys.readouterr().out)
     assert data["files_checked"] == 1
     assert [(f["path"], f["line"], f["code"]) for f in data["findings"]] == [("model.py", 5, "CG101")]
+
+
+def test_the_readme_pins_the_release_tag_of_this_version():
+    from cglint import __version__
+
+    assert re.search(r"rev: (\S+)", readme_config())[1] == f"v{__version__}"
+    assert f"git tag v{__version__} && git push origin v{__version__}" in (ROOT / "README.md").read_text("utf-8")
 
 
 def test_readme_snippets_for_pre_commit_and_github_actions_parse():

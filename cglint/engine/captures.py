@@ -27,9 +27,7 @@ class CaptureKind(enum.Enum):
     GRAPH_BLOCK = "torch.cuda.graph"  # `with torch.cuda.graph(g):` captures its body
     CAPTURE_SPAN = "capture_begin"  # `g.capture_begin()` ... `g.capture_end()`
     GRAPHED_CALLABLES = "make_graphed_callables"  # captures the callables it is given
-    # A compiled function with CUDA graphs on: Dynamo guards its Python values (a change
-    # recompiles) and graph breaks run eagerly, so not every raw-capture finding holds there.
-    COMPILED = "torch.compile"
+    COMPILED = "torch.compile"  # a compiled function with CUDA graphs on (its own semantics: docs/design.md, Compiled regions)
     HELPER = "capture helper"  # a project function that captures, or one named in `capture-functions`
     CONFIGURED = "captured (configuration)"  # a function named in `captured`
 

@@ -449,13 +449,17 @@ class Engine:
         return names
 
     def captured_attrs(self, cls) -> set[str]:
-        attrs: set[str] = set()
+        return set().union(*(c.attrs for c in self.captures_of_class(cls)))
+
+    def captures_of_class(self, cls) -> list[Capture]:
+        """Captures written in methods of `cls`, of its bases or of its subclasses."""
         family = set(map(id, self.project.mro(cls)))
+        found = []
         for capture in self._captures.values():
             owner = capture.function.cls if capture.function is not None else None
             if owner is not None and (owner is cls or id(owner) in family or cls in self.project.mro(owner)):
-                attrs |= capture.attrs
-        return attrs
+                found.append(capture)
+        return found
 
     def captures_in(self, function: FunctionInfo) -> bool:
         return any(c.function is function for c in self._captures.values())
@@ -512,7 +516,7 @@ class Engine:
                     continue
                 self._seen_hits.add(key)
                 job = walker.job
-                capture = job.capture if job else walker.site  # capture rules report their site
+                capture = job.capture if job else walker.site or hit.capture  # capture rules report their site
                 self.hits.append(
                     RawHit(
                         rule,

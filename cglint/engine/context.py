@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, Union
 
 import libcst as cst
 
@@ -161,9 +161,31 @@ class Context:
     def region_calls(self) -> set[str]:
         """Calls made in the captures that matter here (see captures.call_keys): this
         function's own, or every capture when this function only replays."""
+        return set().union(*(c.calls for c in self._replayed_captures()))
+
+    def capture_calling(self, *keys: str) -> Optional[Capture]:
+        """The first capture that matters here (as region_calls) making one of these calls."""
+        return next((c for c in self._replayed_captures() if c.calls.intersection(keys)), None)
+
+    def capture_using(self, target: Union[str, cst.BaseExpression]) -> Optional[Capture]:
+        """The capture of this function that read or wrote the local `target`, or a capture of
+        obj's class that read or wrote `obj.attr`: what a finding between replays is about."""
         engine = self._walker.engine
-        captures = engine.captures_of(self._walker.function) or engine.all_captures()
-        return set().union(*(c.calls for c in captures))
+        if isinstance(target, cst.Name):
+            target = target.value
+        if isinstance(target, str):
+            return next((c for c in engine.captures_of(self._walker.function) if target in c.names), None)
+        if isinstance(target, cst.Attribute):
+            for cls in self.value(target.value).targets:
+                if isinstance(cls, ClassInfo):
+                    found = next((c for c in engine.captures_of_class(cls) if target.attr.value in c.attrs), None)
+                    if found is not None:
+                        return found
+        return None
+
+    def _replayed_captures(self) -> list:
+        engine = self._walker.engine
+        return engine.captures_of(self._walker.function) or engine.all_captures()
 
     def is_local(self, name: str) -> bool:
         """Whether `name` is bound in the current function so far (parameters included)."""

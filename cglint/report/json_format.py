@@ -1,4 +1,4 @@
-"""The JSON output, a stable contract: {"version", "findings", "files_checked"}."""
+"""The JSON contract of docs/design.md: {"version", "findings", "files_checked"}."""
 from __future__ import annotations
 
 import json

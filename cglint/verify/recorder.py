@@ -88,8 +88,11 @@ class Recorder:
         user = frames.user_frame(frame) if frame is not None else frames.current_user_frame(2)
         if user is None:
             return None
-        trace = self.site_label() + tuple(w.label() for w in frames.user_stack(user, self.stop))
-        return self.observe_at(code, what, frames.where(user), trace, evidence=evidence, weak=weak)
+        stack = tuple(w.label() for w in frames.user_stack(user, self.stop))
+        site = self.site_label()
+        if site and stack[:1] == site:
+            stack = stack[1:]  # the outermost frame is the site's own line (`verify(fn, ...)`): shown once
+        return self.observe_at(code, what, frames.where(user), site + stack, evidence=evidence, weak=weak)
 
     def observe_at(
         self, code: str, what: str, where: frames.Where, trace: tuple[str, ...] = (), *, evidence: str = "",
