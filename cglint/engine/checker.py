@@ -103,7 +103,7 @@ class Engine:
         self._replayers: dict[int, FunctionInfo] = {}
         self._host_writes: dict[tuple, list] = {}
         self._host_calls: list[tuple] = []  # (caller, callees or (call, env), after_capture)
-        self._replay_writes: Optional[dict[tuple, FunctionInfo]] = None
+        self._replay_writes: Optional[tuple[dict[tuple, FunctionInfo], set]] = None  # _host_call_facts
         self._deferred: dict[int, tuple] = {}
         self._constructions: dict[int, list] = {}
         self._construction_search: set[int] = set()
@@ -330,21 +330,32 @@ class Engine:
 
     def _writes_between_replays(self) -> dict[tuple, FunctionInfo]:
         """State keys (replay_writes.py) that functions called between replays change."""
+        return self._host_call_facts()[0]
+
+    def called_only_before_replays(self, function: FunctionInfo) -> bool:
+        """Seen called outside captures, and never between replays: a `set_scale()` run while
+        the model is built, before the first capture (its writes are setup, not steady state)."""
+        return function.key in self._host_call_facts()[1]
+
+    def _host_call_facts(self) -> tuple[dict[tuple, FunctionInfo], set]:
         if self._replay_writes is None:
-            self._replay_writes = {}
+            writes: dict[tuple, FunctionInfo] = {}
+            between, before = set(), set()
             for caller, callees, after_capture in self._host_calls:
-                if not self._between_replays(caller, after_capture):
-                    continue
                 if isinstance(callees, tuple):
                     call, env = callees
                     callees = evaluate(call.func, Scope(self.project, caller, env)).targets
+                in_loop = self._between_replays(caller, after_capture)
                 for function in callees:
                     # A constructor builds a new object: the captured one keeps its state.
-                    if isinstance(function, FunctionInfo) and function.name not in ("__init__", "__post_init__"):
+                    if not isinstance(function, FunctionInfo) or function.name in ("__init__", "__post_init__"):
+                        continue
+                    (between if in_loop else before).add(function.key)
+                    if in_loop:
                         for key in writes_of(self.project, function):
-                            self._replay_writes.setdefault(key, function)
+                            writes.setdefault(key, function)
+            self._replay_writes = (writes, before - between)
         return self._replay_writes
-
     def replay_receivers(self, function: FunctionInfo) -> list:
         """The graph expressions a function replays (`g`, `self.graphs[bs]`)."""
         return self.project.cached(("replays", function.key), lambda: [
