@@ -123,6 +123,20 @@ def reloaded_weights():
     return _gap(graph, out, lambda: model(x))
 
 
+class SamplingOptions:
+    def __init__(self):
+        self.penalty = 1.1
+        self.opts = {"scale": 1.0}
+
+
+def config_fields():
+    options, logits = SamplingOptions(), torch.randn(4, 100, device=DEV)
+    step = lambda: logits / options.penalty * options.opts["scale"]  # noqa: E731
+    graph, out = _capture(step)
+    options.penalty, options.opts["scale"] = 1.3, 0.5
+    return _gap(graph, out, step)
+
+
 def clean_device_scale():
     model, x = nn.Linear(16, 16).to(DEV), torch.randn(2, 16, device=DEV)
     scale = torch.ones((), device=DEV)
@@ -139,6 +153,7 @@ SHAPES = {
     "global_setter": (global_setter, "diverged"),
     "kv_offset": (kv_offset, "diverged"),
     "reloaded_weights": (reloaded_weights, "diverged"),
+    "config_fields": (config_fields, "diverged"),
     "clean_device_scale": (clean_device_scale, "matched"),
 }
 
