@@ -574,3 +574,165 @@ def _argument_of_target(expr: cst.BaseExpression, ctx) -> bool:
     params = ctx.function.params[1:] if ctx.function.is_method else ctx.function.params
     return expr.value in {p.name.value for p in params} and ctx.maybe_tensor(expr) and not ctx.value(expr).kind == Kind.HOST
 
+
+
+def _loop_calls(node: cst.Call, ctx):
+    """For a call of a compiled function inside a loop: (the innermost loop, the capture)."""
+    capture = ctx.compiled_capture(node)
+    if capture is None:
+        return None, None
+    loop = next((s for s in ctx.enclosing(node) if isinstance(s, (cst.For, cst.While))), None)
+    return loop, capture
+
+
+def _arguments(node: cst.Call) -> list:
+    return [a.value for a in node.args if not a.star and isinstance(a.value, cst.Name)]
+
+
+def _assignments_in(loop: cst.CSTNode, name: str) -> Iterator[cst.CSTNode]:
+    for inner in descendants(loop):
+        if isinstance(inner, cst.Assign) and any(name in _target_names(t.target) for t in inner.targets):
+            yield inner.value
+        elif isinstance(inner, cst.AugAssign) and isinstance(inner.target, cst.Name) and inner.target.value == name:
+            yield inner
+
+
+class CompiledInputGrows(Rule):
+    code = "CG703"
+    name = "compiled-input-shape-changes"
+    category = "dynamic-shape"
+    severity = "info"
+    scope = REPLAY
+    applies_to = COMPILED
+    summary = "Calls a function compiled with CUDA graphs in a loop with a tensor that grows on every call (`x = torch.cat([x, new])`)."
+    message = (
+        "`{arg}` grows on every call of `{call}` ({growth}); the compiled function is recompiled for the new shape and then "
+        "records a new CUDA graph for each size, so every call pays a recording and the memory pool keeps growing"
+    )
+    fix_hint = "Keep the shapes the compiled function sees fixed: a preallocated buffer with a position (a static KV cache), or a sliding window of constant length; pad to a few bucket sizes otherwise."
+    why = """CUDA graphs replay fixed shapes. Given a new input size, a function compiled with
+    `mode="reduce-overhead"` is recompiled (after the first change, with dynamic shapes) and
+    CUDA-graph trees record one more graph for that size, in the shared memory pool. A
+    sequence that grows by one token per call gives every call a new size: it records
+    instead of replaying, and the pool grows with the number of sizes seen (PyTorch warns
+    after many distinct sizes). Results stay right: severity info."""
+    nodes = (cst.Call,)
+    invalid = (
+        '''
+import torch
+
+def generate(model, tokens, steps):
+    step = torch.compile(model, mode="reduce-overhead")
+    for _ in range(steps):
+        logits = step(tokens)  # expect: CG703
+        tokens = torch.cat([tokens, logits[:, -1:].argmax(-1)], dim=1)
+    return tokens
+''',
+    )
+    valid = (
+        '''
+import torch
+
+def generate(model, tokens, steps):
+    step = torch.compile(model, mode="reduce-overhead")
+    for _ in range(steps):
+        logits = step(tokens)
+        tokens = torch.cat([tokens[:, 1:], logits[:, -1:].argmax(-1)], dim=1)
+    return tokens
+''',
+    )
+
+    def check(self, node, ctx):
+        loop, capture = _loop_calls(node, ctx)
+        if loop is None:
+            return
+        for arg in _arguments(node):
+            for value in _assignments_in(loop, arg.value):
+                if isinstance(value, cst.Call) and ctx.call_name(value) in ("torch.cat", "torch.concat", "torch.concatenate"):
+                    parts = positional(value)[0] if positional(value) else None
+                    if isinstance(parts, (cst.List, cst.Tuple)) and any(isinstance(e.value, cst.Name) and e.value.value == arg.value for e in parts.elements):
+                        yield Hit(node, {"arg": arg.value, "call": code_of(node.func), "growth": f"`{code_of(value, limit=60)}`"}, capture)
+                        return
+
+
+class ChangingNumberArgument(Rule):
+    code = "CG604"
+    name = "changing-number-passed-to-compiled-function"
+    category = "frozen-scalar"
+    severity = "info"
+    scope = REPLAY
+    applies_to = COMPILED
+    summary = "Passes a Python number that changes on every call (a step counter, a scheduled float) to a function compiled with CUDA graphs."
+    message = (
+        "`{arg}` is a Python number that changes on every call of `{call}`; Dynamo guards on it, so new values "
+        "recompile the function (or, once it is made dynamic, record a new CUDA graph per value) up to the recompile limit, "
+        "after which the function runs eagerly"
+    )
+    fix_hint = "Pass it as a device tensor updated in place (`lr_t.fill_(lr)`), or keep it out of the compiled function."
+    why = """Python numbers given to a compiled function are specialised and guarded. A step
+    counter or a float from a schedule differs on every call, so the guard fails every time:
+    Dynamo recompiles (by default up to `torch._dynamo.config.recompile_limit`, 8) and then
+    gives up and runs the function eagerly, without CUDA graphs; a number Dynamo makes
+    dynamic instead records a new CUDA graph per value. Results stay right: severity info."""
+    nodes = (cst.Call,)
+    invalid = (
+        '''
+import torch
+
+def train(model, loader, warmup_steps):
+    train_step = torch.compile(model.train_step, mode="reduce-overhead")
+    step = 0
+    for batch in loader:
+        step += 1
+        lr = 3e-4 * min(1.0, step / warmup_steps)
+        loss = train_step(batch, lr)  # expect: CG604
+''',
+    )
+    valid = (
+        '''
+import torch
+
+def train(model, loader, warmup_steps):
+    train_step = torch.compile(model.train_step, mode="reduce-overhead")
+    lr_t = torch.zeros((), device="cuda")
+    step = 0
+    for batch in loader:
+        step += 1
+        lr_t.fill_(3e-4 * min(1.0, step / warmup_steps))
+        loss = train_step(batch, lr_t)
+''',
+    )
+
+    def check(self, node, ctx):
+        loop, capture = _loop_calls(node, ctx)
+        if loop is None:
+            return
+        loop_vars = _target_names(loop.target) if isinstance(loop, cst.For) else set()
+        for arg in _arguments(node):
+            if ctx.is_tensor(arg) or ctx.value(arg).kind == Kind.OBJECT:
+                continue
+            changes = arg.value in loop_vars and ctx.value(arg).kind == Kind.HOST or any(
+                isinstance(v, cst.AugAssign) or _host_number(v, ctx) for v in _assignments_in(loop, arg.value)
+            )
+            if changes and not _iterates_tensors(loop, arg.value, ctx):
+                yield Hit(arg, {"arg": arg.value, "call": code_of(node.func)}, capture)
+
+
+def _host_number(value: cst.BaseExpression, ctx) -> bool:
+    """A Python number: known to be one, or arithmetic on host numbers and no tensor (`3e-4 * min(1.0, step / warmup)`)."""
+    kind = ctx.value(value).kind
+    if kind == Kind.HOST:
+        return True
+    if kind != Kind.UNKNOWN or not isinstance(value, cst.BinaryOperation):
+        return False
+    leaves = [n for n in descendants(value) if isinstance(n, cst.Name) and not isinstance(n, cst.Call)]
+    return not any(ctx.maybe_tensor(n) and ctx.value(n).kind != Kind.UNKNOWN for n in leaves) and any(
+        ctx.value(n).kind == Kind.HOST for n in leaves
+    )
+
+
+def _iterates_tensors(loop: cst.CSTNode, name: str, ctx) -> bool:
+    """`for batch in loader`: the loop variable is whatever the iterable yields, not a counter."""
+    if not isinstance(loop, cst.For) or name not in _target_names(loop.target):
+        return False
+    return ctx.value(loop.target).kind != Kind.HOST if isinstance(loop.target, cst.Name) else False
