@@ -370,7 +370,7 @@ class CompiledOutputKept(Rule):
     applies_to = COMPILED
     summary = "Keeps an output of a function compiled with CUDA graphs past its next call without `.clone()`."
     message = (
-        "`{expr}` keeps `{output}`, an output of `{call}`, past the next call of the compiled function; "
+        "`{output}`, an output of `{call}`, is used after the next call of the compiled function (at `{expr}`); "
         "that call's replay writes its outputs into the same CUDA-graph memory, so the kept tensor silently changes"
     )
     fix_hint = "Keep a copy (`{output}.clone()`), or call `torch.compiler.cudagraph_mark_step_begin()` before each call so that reading an overwritten output raises an error."
