@@ -29,7 +29,7 @@ from cglint.engine.state import StateFacts
 from cglint.engine.syntax import call_method, called_names, code_of, decorator_callee, descendants, dotted_name, identifiers
 from cglint.engine.values import TENSOR, Value, evaluate
 from cglint.engine.walk import Mode, Walker
-from cglint.rule import CAPTURE, REGION, REPLAY, Hit, Rule
+from cglint.rule import CAPTURE, REGION, REPLAY, Hit, Rule, applies
 
 # Names that any function starting a region, replaying a graph or defining a capture helper uses.
 CAPTURE_NAMES = frozenset(
@@ -100,7 +100,8 @@ class Engine:
         self._helpers: dict[int, Helper] = {}
         self._yields: set[int] = set()
         self._param_calls: dict[int, set[str]] = {}
-        self._replayers: dict[int, FunctionInfo] = {}
+        self._replayers: dict[int, FunctionInfo] = {}  # functions that call replay() or a compiled function
+        self._compiled_names: set[str] = set()
         self._host_writes: dict[tuple, list] = {}
         self._capturing_callers: set[int] = set()
         self._host_calls: list[tuple] = []  # (caller, callees or (call, env), after_capture)
@@ -182,7 +183,8 @@ class Engine:
                     self.helper(capture.function)
         finally:
             self.project.only_capturing = False
-        return {h.name.rsplit(".", 1)[-1] for h in self._helpers.values() if h.context or h.callable_params}
+        helpers = {h.name.rsplit(".", 1)[-1] for h in self._helpers.values() if h.context or h.callable_params}
+        return helpers | self._compiled_names
 
     def _guarded(self, module: ModuleInfo, work: Callable[[], None]) -> None:
         # One broken construct must not cost the user the findings of every other file.
@@ -204,6 +206,7 @@ class Engine:
             decorator = captures.compile_decorator(function, Scope(self.project, function))
             if decorator is not None:
                 self.capture_callables(function, decorator.decorator, CaptureKind.COMPILED, [function], tensor_args=True)
+                self._compiled_names.add(function.name)
 
     def discover(self, function: FunctionInfo, env: dict[str, Value]) -> None:
         if function.key in self._discovered:
@@ -246,6 +249,7 @@ class Engine:
             self._push(Job(target, args, capture, (capture.site,)), _job_key(target, args))
 
     def _push(self, job: Job, key: tuple) -> None:
+        key += (job.capture.kind is CaptureKind.COMPILED,)  # compiled regions have their own rules: walked apart
         if key not in self._jobs_seen:
             self._jobs_seen.add(key)
             self._queue.append(job)
@@ -392,6 +396,14 @@ class Engine:
                     self._guarded(module, lambda: Walker(self, function, env, Mode.DISCOVER).run())
         return self._constructions.get(id(cls), [])
 
+    def note_compiled_names(self, targets: Iterable[cst.BaseExpression]) -> None:
+        """Names bound to callables compiled with CUDA graphs (`self.step = torch.compile(...)`):
+        the functions that call them are found by a second scan, like capture helpers."""
+        for target in targets:
+            name = target.attr.value if isinstance(target, cst.Attribute) else target.value if isinstance(target, cst.Name) else None
+            if name:
+                self._compiled_names.add(name)
+
     def note_replay(self, function: FunctionInfo) -> None:
         self._replayers[function.key] = function
 
@@ -527,16 +539,21 @@ class Engine:
 
     # --- rules ---------------------------------------------------------------
     def run_rules(self, rules: dict[type, list[Rule]], node: cst.CSTNode, walker: Walker) -> None:
+        job = walker.job
+        known = job.capture if job else walker.site
         for rule in rules.get(type(node), ()):
+            if known is not None and not applies(rule, known.kind is CaptureKind.COMPILED):
+                continue  # a raw-capture claim in a compiled region, or the reverse (docs/compiled.md)
             for hit in rule.check(node, walker.ctx):
                 if not isinstance(hit, Hit):
                     hit = Hit(hit)
+                capture = known or hit.capture  # capture rules report their site
+                if known is None and not applies(rule, capture is not None and capture.kind is CaptureKind.COMPILED):
+                    continue
                 key = (id(hit.node), rule.code)
                 if key in self._seen_hits:
                     continue
                 self._seen_hits.add(key)
-                job = walker.job
-                capture = job.capture if job else walker.site or hit.capture  # capture rules report their site
                 self.hits.append(
                     RawHit(
                         rule,

@@ -166,6 +166,8 @@ class Walker:
             value = evaluate(node.value, self.scope)
             for target in node.targets:
                 self.bind(target.target, value, node.value)
+            if self.mode is Mode.DISCOVER and captures.compiled_site(value, self.scope) is not None:
+                self.engine.note_compiled_names(n for t in node.targets for n in assigned_names(t.target))
         elif isinstance(node, cst.AnnAssign):
             if node.value is not None:
                 self.expr(node.value)
@@ -391,6 +393,8 @@ class Walker:
             # A capture function of another package, named in the configuration.
             self.capture_targets(node, CaptureKind.HELPER, [a.value for a in node.args], helper=qualified or "")
         callees = self.callees(node)
+        if not self.in_region and captures.compiled_site(evaluate(node.func, self.scope), self.scope) is not None:
+            self.engine.note_replay(self.function)  # calling a function compiled with CUDA graphs replays them
         if not self.in_region:
             resolved = [function for function, _ in callees]
             self.engine.note_host_call(self.function, resolved, node, {} if resolved else dict(self.scope.env), self.after_capture)
