@@ -78,7 +78,8 @@ class SyncInCompiled(_Reusing):
     summary = "Waits for the GPU inside a function compiled with CUDA graphs: `.item()`, `.cpu()`, `print(t)`, `nonzero()`, `torch.cuda.synchronize()`..."
     message = (
         "`{expr}` waits for the GPU inside a function compiled with CUDA graphs; no capture fails: "
-        "Dynamo breaks the graph here (or, for a copy to the CPU, Inductor skips CUDA graphs for the graph), "
+        "Dynamo breaks the graph here (or, for a copy to the CPU or a data-sized result such as `nonzero()`, "
+        "Inductor skips CUDA graphs for the graph), "
         "so on every call it runs eagerly between the graphed parts and stalls until the GPU catches up"
     )
     fix_hint = "Keep the value on the device (`torch.where` instead of a branch, `nonzero_static`), or read it from the outputs after the call."
@@ -87,7 +88,8 @@ class SyncInCompiled(_Reusing):
     function still computes the right values, but it runs as two or more CUDA-graph
     partitions with a host round trip between them on every call, which costs most of what
     CUDA graphs save. Severity info: results are right; only speed is lost. With
-    `fullgraph=True` the same construct is a compile error (CG911). On a GPU (H100),
+    `fullgraph=True`, the constructs Dynamo cannot trace at all (a printed tensor,
+    `torch.cuda.synchronize()`) are compile errors (CG911). On a GPU (H100),
     `.item()` followed by a branch, `print(t.max())` and `nonzero()` in a compiled forward ran
     correctly on every call with two CUDA-graph partitions."""
     invalid = (
@@ -228,22 +230,24 @@ class GraphBreakWithFullgraph(_Reusing):
     category = "setup"
     severity = "error"
     fullgraph = True
-    constructs = (*_SYNCS, TensorCondition, *_HOST_WORK)
-    summary = "A construct Dynamo cannot trace inside a function compiled with `fullgraph=True` and CUDA graphs."
+    # Only what failed to compile under fullgraph=True on a GPU (torch 2.11): `.item()` used
+    # in arithmetic, `nonzero()`, `.cpu()` and host RNG compiled (they cost speed: CG112).
+    constructs = (TensorFormatted, ExplicitSync, PrintInCapture)
+    summary = "A construct Dynamo cannot trace (`print`, a printed tensor, `torch.cuda.synchronize()`) inside a function compiled with `fullgraph=True` and CUDA graphs."
     message = "`{expr}` cannot be traced by Dynamo, and the function is compiled with fullgraph=True: the first call fails to compile"
     fix_hint = "Keep the work on the device (`torch.where`, `nonzero_static`), move host work out of the compiled function, or drop `fullgraph=True`."
     why = """`fullgraph=True` asks Dynamo for one graph and turns every graph break into an
-    error (torch._dynamo.exc.Unsupported) raised by the first call. Syncs, branches on
-    tensor values and host work such as prints are graph breaks; without `fullgraph=True`
-    they cost speed (CG112, CG203, CG508)."""
+    error raised by the first call. On a GPU (H100, torch 2.11) a branch on `.item()`,
+    `print(t.max())`, `print("step")` and `torch.cuda.synchronize()` failed to compile this
+    way; without `fullgraph=True` they cost speed (CG112, CG203, CG508)."""
     invalid = (
         '''
 import torch
 
 @torch.compile(mode="reduce-overhead", fullgraph=True)
 def normalize(x):
-    scale = x.abs().max().item()  # expect: CG911
-    return x / scale
+    print("max", x.abs().max())  # expect: CG911
+    return x / x.abs().max()
 ''',
     )
     valid = (

@@ -65,7 +65,9 @@ def test_fullgraph_turns_graph_breaks_into_compile_errors():
             print("positive")
         return x.nonzero()
     """
-    assert lines(source) == {("CG911", 6), ("CG911", 7), ("CG911", 8)}
+    # Only what failed to compile with fullgraph=True on a GPU is an error: `print`. There,
+    # `nonzero()` compiled (CUDA graphs are skipped instead), so it is no CG911.
+    assert lines(source) == {("CG911", 7)}
 
 
 def test_outputs_kept_across_calls_in_a_method_of_a_compiled_attribute():
