@@ -9,12 +9,13 @@ record CG104 inside a region.
 from __future__ import annotations
 
 import contextlib
+import time
 from typing import Any, Optional
 
 import torch
 
 from cglint.findings import Region
-from cglint.verify import frames, synchooks
+from cglint.verify import errors, frames, synchooks
 from cglint.verify.instrument import Instrumentation
 from cglint.verify.recorder import Recorder
 from cglint.verify.session import GraphInfo, Session
@@ -23,22 +24,42 @@ _saved: list[tuple[Any, str, Any]] = []
 _depth = [0]  # regions being traced (is_current_stream_capturing answers from it)
 
 
-def _start(session: Session, kind: str, graph: Any = None) -> Instrumentation:
-    site = frames.current_user_frame(3)
-    where = frames.where(site) if site else None
-    region = Region(frames.display_path(where.path), where.line, kind) if where else None
-    recorder = Recorder(region, stop=site, phase="CPU trace")
-    session.recorders.append(recorder)
-    session.graphs.append(GraphInfo(f"{region.path}:{region.line} ({kind})" if region else "?", kind, True, 0.0))
-    _depth[0] += 1
-    owned = tuple(getattr(graph, "generators", ()))
-    return Instrumentation(recorder, gpu=False, owned_generators=owned).start()
+class _Trace:
+    """One emulated capture: its region traced on the CPU, open in the session until it ends."""
 
+    def __init__(self, session: Session, kind: str, graph: Any = None) -> None:
+        site = frames.current_user_frame(4)
+        where = frames.where(site) if site else None
+        region = Region(frames.display_path(where.path), where.line, kind) if where else None
+        self.session, self.kind = session, kind
+        self.site = f"{region.path}:{region.line} ({kind})" if region else "?"
+        recorder = Recorder(region, stop=site, phase="CPU trace")
+        session.recorders.append(recorder)
+        session.open[id(self)] = lambda exc: self.stop(exc)
+        _depth[0] += 1
+        self.started = time.perf_counter()
+        owned = tuple(getattr(graph, "generators", ()))
+        self.inst = Instrumentation(recorder, gpu=False, owned_generators=owned).start()
+        session.changed()
 
-def _stop(inst: Optional[Instrumentation]) -> None:
-    if inst is not None and inst.running:
-        inst.stop()
+    def stop(self, exc: Optional[BaseException] = None) -> None:
+        if not self.inst.running:
+            return
+        self.inst.stop()
         _depth[0] -= 1
+        self.session.open.pop(id(self), None)
+        error = None if exc is None else errors.first_line(exc)
+        self.session.add_graph(GraphInfo(self.site, self.kind, exc is None, time.perf_counter() - self.started,
+                                         error=error))
+
+
+def _start(session: Session, kind: str, graph: Any = None) -> _Trace:
+    return _Trace(session, kind, graph)
+
+
+def _stop(trace: Optional[_Trace], exc: Optional[BaseException] = None) -> None:
+    if trace is not None:
+        trace.stop(exc)
 
 
 class ShimEvent:
@@ -73,7 +94,7 @@ def install(session: Session) -> None:
 
     class ShimGraph:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            self._inst: Optional[Instrumentation] = None
+            self._inst: Optional[_Trace] = None
             self.generators: list[Any] = []  # registered: they advance on every replay
 
         def register_generator_state(self, generator: Any) -> None:
@@ -81,14 +102,13 @@ def install(session: Session) -> None:
 
         def capture_begin(self, *args: Any, **kwargs: Any) -> None:
             self._inst = _start(session, "capture_begin", self)
-            session.open[id(self)] = lambda exc: _stop(self._inst)
 
         def capture_end(self) -> None:
-            session.open.pop(id(self), None)
             _stop(self._inst)
 
         def replay(self) -> None:
-            session.note("replay() did nothing: graphs are not replayed in CPU trace mode")
+            if self._inst is not None:
+                session.replayed(self._inst.site)
 
         def reset(self) -> None: ...
         def pool(self) -> tuple:
@@ -96,25 +116,29 @@ def install(session: Session) -> None:
 
     class ShimGraphContext:
         def __init__(self, cuda_graph: Any = None, pool: Any = None, stream: Any = None, **kwargs: Any) -> None:
-            self._inst: Optional[Instrumentation] = None
+            self._inst: Optional[_Trace] = None
             self.cuda_graph = cuda_graph
 
         def __enter__(self) -> None:
             self._inst = _start(session, "torch.cuda.graph", self.cuda_graph)
 
-        def __exit__(self, *exc: object) -> bool:
-            _stop(self._inst)
+        def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+            _stop(self._inst, exc)
+            if self.cuda_graph is not None:
+                self.cuda_graph._inst = self._inst
             return False
 
     def make_graphed_callables(callables: Any, sample_args: Any, *args: Any, **kwargs: Any) -> Any:
         single = not isinstance(callables, tuple)
         fns, samples = ((callables,), (sample_args,)) if single else (callables, sample_args)
         for fn, sample in zip(fns, samples):
-            inst = _start(session, "make_graphed_callables")
+            trace = _start(session, "make_graphed_callables")
             try:
                 fn(*sample)
-            finally:
-                _stop(inst)
+            except BaseException as exc:
+                _stop(trace, exc)
+                raise
+            _stop(trace)
         return callables
 
     def stream_ctx(stream: Any = None) -> Any:

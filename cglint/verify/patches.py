@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import torch
 
-from cglint.verify import frames, liveness, synchooks
+from cglint.verify import errors, frames, liveness, synchooks
 from cglint.verify.capture import CaptureMonitor, pool_bytes, release_pool, reset_after_failure
 from cglint.verify.recorder import Recorder
 from cglint.verify.session import GraphInfo, Session
@@ -92,10 +92,9 @@ def install(session: Session) -> None:
                 liveness.check(reads, recorder, frames.current_user_frame(2), self._cglint_site)
                 if recorder.observations:
                     session.recorders.append(recorder)
+                    session.changed()
                     self._cglint_reads = [r for r in reads if r.ref() is not None]  # report each loss once
-            for info in session.graphs:
-                if info.site == getattr(self, "_cglint_site", None):
-                    info.replays += 1
+            session.replayed(getattr(self, "_cglint_site", None))
             return original(self, *args, **kwargs)
         return wrapper
 
@@ -162,7 +161,8 @@ def _raised_under(exc: BaseException, site: Any) -> bool:
 def _graph_done(session: Session, monitor: CaptureMonitor, *, ok: bool, graph: Any = None) -> None:
     pool = pool_bytes(graph) if graph is not None else None
     region = monitor.recorder.region
-    session.graphs.append(GraphInfo(monitor.label, region.kind if region else "?", ok, monitor.seconds, pool))
+    error = errors.first_line(monitor.error) if monitor.error is not None else None
+    session.add_graph(GraphInfo(monitor.label, region.kind if region else "?", ok, monitor.seconds, pool, error=error))
 
 
 def uninstall() -> None:
