@@ -15,7 +15,7 @@ from typing import Any, Callable
 import torch
 
 from cglint.verify import errors, frames, liveness, synchooks
-from cglint.verify.capture import CaptureMonitor, pool_bytes, release_pool, reset_after_failure
+from cglint.verify.capture import CaptureMonitor, pool_bytes, region_kind, release_pool, reset_after_failure
 from cglint.verify.recorder import Recorder
 from cglint.verify.session import GraphInfo, Session
 
@@ -45,7 +45,12 @@ def install(session: Session) -> None:
 
     def capture_begin(original):
         def wrapper(self, *args, **kwargs):
-            original(self, *args, **kwargs)
+            try:
+                original(self, *args, **kwargs)
+            except Exception as exc:  # refused before anything was captured (the default stream)
+                if not getattr(self, "_cglint_api", False):
+                    errors.record_failed_call(session, exc, region_kind())
+                raise
             if getattr(self, "_cglint_api", False):
                 return  # cglint.verify() instruments its own capture
             monitor = CaptureMonitor(owned_generators=owned_generators(self))
@@ -122,6 +127,16 @@ def install(session: Session) -> None:
             return result
         return wrapper
 
+    def make_graphed_callables(original):
+        def wrapper(*args, **kwargs):
+            try:
+                return original(*args, **kwargs)
+            except Exception as exc:  # its checks (autocast cache, hooks) raise before any capture
+                errors.record_failed_call(session, exc, "make_graphed_callables")
+                raise
+        return wrapper
+
+    _patch(torch.cuda, "make_graphed_callables", make_graphed_callables)
     if hasattr(graph_cls, "register_generator_state"):  # not in older torch
         _patch(graph_cls, "register_generator_state", register_generator_state)
     _patch(graph_cls, "capture_begin", capture_begin)
