@@ -13,6 +13,7 @@ import time
 from typing import Any, Optional
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from cglint.findings import Region
 from cglint.verify import errors, frames, synchooks
@@ -88,6 +89,66 @@ class ShimStream:
     synchronize = synchooks.wrap_function(lambda self: None, "Stream.synchronize()")
 
 
+def _is_cuda(value: Any) -> bool:
+    if isinstance(value, torch.device):
+        return value.type == "cuda"
+    return isinstance(value, str) and (value == "cuda" or value.startswith("cuda:"))
+
+
+def _on_cpu(value: Any) -> Any:
+    return torch.device("cpu") if _is_cuda(value) else value
+
+
+class EmulatedCuda(TorchFunctionMode):
+    """Runs code written for CUDA on the CPU: every "cuda" device a torch call names becomes
+    the CPU (factories, .to(), .cuda(), `with torch.device("cuda")`), host pinning is a no-op.
+    It sits under the verifier's own modes, which still see the calls as written."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        name = getattr(func, "__name__", "")
+        if name == "cuda" and args and isinstance(args[0], (torch.Tensor, torch.nn.Module)):
+            return args[0]
+        if name in ("pin_memory", "is_pinned") and args and isinstance(args[0], torch.Tensor):
+            return args[0] if name == "pin_memory" else False
+        if "device" in kwargs:
+            kwargs["device"] = _on_cpu(kwargs["device"])
+        if kwargs.get("pin_memory"):
+            kwargs["pin_memory"] = False
+        if name == "to" and len(args) > 1 and isinstance(args[1], int) and not isinstance(args[1], bool):
+            args = (args[0], torch.device("cpu"), *args[2:])  # .to(0): the first GPU
+        args = tuple(_on_cpu(a) for a in args)
+        return func(*args, **kwargs)
+
+
+class EmulatedGenerator(torch._C.Generator):
+    """torch.Generator(device="cuda") on the CPU."""
+
+    def __new__(cls, device: Any = "cpu") -> Any:
+        return torch._C.Generator.__new__(cls, device=_on_cpu(device))
+
+    def __init__(self, device: Any = "cpu") -> None:
+        pass
+
+
+_mode: list[EmulatedCuda] = []
+EMULATED_DEVICE_NAME = "CUDA emulated on the CPU (cglint verify)"
+# torch.cuda functions that need a device, answered as a single emulated GPU would.
+_DEVICE_QUERIES = {
+    "is_available": lambda: True,
+    "device_count": lambda: 1,
+    "current_device": lambda: 0,
+    "set_device": lambda device: None,
+    "get_device_name": lambda device=None: EMULATED_DEVICE_NAME,
+    "get_device_capability": lambda device=None: (8, 0),
+    "is_bf16_supported": lambda *args, **kwargs: True,
+    "get_rng_state": lambda device="cuda": torch.get_rng_state(),
+    "set_rng_state": lambda state, device="cuda": torch.set_rng_state(state),
+    "empty_cache": lambda: None,
+    "init": lambda: None,
+}
+
+
 def install(session: Session) -> None:
     if _saved:
         return
@@ -157,12 +218,21 @@ def install(session: Session) -> None:
         "graph_pool_handle": lambda: (0, 0),
         "is_current_stream_capturing": lambda: _depth[0] > 0,
     }
-    for name, value in replacements.items():
-        _saved.append((torch.cuda, name, getattr(torch.cuda, name, None)))
-        setattr(torch.cuda, name, value)
+    for owner, table in ((torch.cuda, {**_DEVICE_QUERIES, **replacements}), (torch, {"Generator": EmulatedGenerator})):
+        for name, value in table.items():
+            _saved.append((owner, name, getattr(owner, name, None)))
+            setattr(owner, name, value)
+    mode = EmulatedCuda()
+    mode.__enter__()
+    _mode.append(mode)
 
 
 def uninstall() -> None:
+    while _mode:
+        try:
+            _mode.pop().__exit__(None, None, None)
+        except Exception:  # a mode the script pushed and never popped sits above ours
+            pass
     while _saved:
         owner, name, original = _saved.pop()
         setattr(owner, name, original)
