@@ -367,10 +367,19 @@ class Walker:
             self.engine.note_replay(self.function)
         if self.mode is Mode.DISCOVER:
             self.discover_call(node)
+        elif self.mode is Mode.REPLAY and not self.in_region:
+            for function, _ in self.callees(node):
+                self.note_capturing_call(function)
         elif self.mode is Mode.REGION and self.in_region:
             assert self.job is not None
             self.job.capture.calls.update(captures.call_keys(node, self.scope))
             self.follow(node)
+
+    def note_capturing_call(self, function: FunctionInfo) -> None:
+        """`g, out = capture_graph(model, x)`: what follows the call runs after a capture."""
+        if not self.in_region and self.engine.captures_in(function):
+            self.engine.note_capture_call(self.function)
+            self.after_capture = True
 
     def discover_call(self, node: cst.Call) -> None:
         found = captures.captured_callables(node, self.scope)
@@ -398,6 +407,7 @@ class Walker:
             if helper.callable_params:
                 exprs = [arg for param, arg in self.arguments(function, node, True) if param in helper.callable_params]
                 self.capture_targets(node, CaptureKind.HELPER, exprs, helper=helper.name)
+            self.note_capturing_call(function)
         if self.in_region and isinstance(node.func, cst.Name):
             if node.func.value in {p.name.value for p in self.function.params}:
                 self.engine.note_parameter_call(self.function, node.func.value)
@@ -512,5 +522,5 @@ class Walker:
         if self.mode is Mode.REPLAY and not self.in_region:
             # Between replays: after a capture in this function, or anywhere in a
             # function that replays a graph captured elsewhere (a runner's __call__).
-            if self.after_capture or (self.engine.calls_replay(self.function) and not self.engine.captures_in(self.function)):
+            if self.engine.between_replays(self.function, self.after_capture):
                 self.engine.run_rules(self.engine.replay_rules, node, self)
