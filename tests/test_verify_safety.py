@@ -107,7 +107,7 @@ def test_no_gpu_is_said_clearly(tmp_path, monkeypatch, capsys):
 
 @cpu_only
 def test_script_that_asks_for_cuda_is_reported_as_needing_a_gpu(tmp_path, monkeypatch, capsys):
-    code, out, err = verify_in_process(tmp_path, monkeypatch, capsys, script("z = torch.zeros(2, device='cuda')"))
+    code, out, err = verify_in_process(tmp_path, monkeypatch, capsys, script("free, total = torch.cuda.mem_get_info()"))
     assert code == 1 and hazards(out) == {("CG101", HAZARD_LINE)}
     assert "CUDA feature the CPU emulation does not cover" in err
 

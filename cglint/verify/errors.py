@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from types import FrameType, TracebackType
-from typing import Any, Optional
+from typing import Optional
 
 from cglint.verify import frames
 from cglint.verify import rule_codes as rc
@@ -68,23 +68,3 @@ def where_raised(tb: Optional[TracebackType]) -> Optional[tuple[frames.Where, Fr
     where = frames.where(frame, lasti=found.tb_lasti, line=found.tb_lineno)
     return where, frame
 
-
-def record_failed_call(session: Any, exc: BaseException, kind: str) -> None:
-    """A capture API call (capture_begin, make_graphed_callables) raised before any capture
-    could report it: a failed capture, and a finding at the line of the user's call."""
-    if id(exc) in session.handled:
-        return  # a capture inside the call reported it already
-    from cglint.findings import Region
-    from cglint.verify.capture import record_error
-    from cglint.verify.recorder import Recorder
-    from cglint.verify.session import GraphInfo
-
-    site = frames.current_user_frame(2)
-    where = frames.where(site) if site else None
-    region = Region(frames.display_path(where.path), where.line, kind) if where else None
-    recorder = Recorder(region, stop=site, phase="capture")
-    record_error(recorder, exc)
-    session.handled.add(id(exc))
-    session.recorders.append(recorder)
-    label = f"{region.path}:{region.line} ({kind})" if region else "?"
-    session.add_graph(GraphInfo(label, kind, False, 0.0, error=first_line(exc)))

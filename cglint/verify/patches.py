@@ -15,7 +15,8 @@ from typing import Any, Callable
 import torch
 
 from cglint.verify import errors, frames, liveness, synchooks
-from cglint.verify.capture import CaptureMonitor, pool_bytes, region_kind, release_pool, reset_after_failure
+from cglint.verify.capture import (CaptureMonitor, pool_bytes, record_failed_call, region_kind, release_pool,
+                                   reset_after_failure)
 from cglint.verify.recorder import Recorder
 from cglint.verify.session import GraphInfo, Session
 
@@ -49,7 +50,7 @@ def install(session: Session) -> None:
                 original(self, *args, **kwargs)
             except Exception as exc:  # refused before anything was captured (the default stream)
                 if not getattr(self, "_cglint_api", False):
-                    errors.record_failed_call(session, exc, region_kind())
+                    record_failed_call(session, exc, region_kind())
                 raise
             if getattr(self, "_cglint_api", False):
                 return  # cglint.verify() instruments its own capture
@@ -132,7 +133,7 @@ def install(session: Session) -> None:
             try:
                 return original(*args, **kwargs)
             except Exception as exc:  # its checks (autocast cache, hooks) raise before any capture
-                errors.record_failed_call(session, exc, "make_graphed_callables")
+                record_failed_call(session, exc, "make_graphed_callables")
                 raise
         return wrapper
 
