@@ -313,7 +313,7 @@ def test_help_documents_every_option(capsys):
     out = capsys.readouterr().out
     section = out.split("options:\n")[1].split("\n\n")[0]
     documented = {name for pair in re.findall(r"^  (-[-\w]+)(?:, (-[-\w]+))?", section, re.M) for name in pair if name}
-    assert documented == {*cli.HELP_OPTIONS, *cli.OPTIONS_WITH_VALUE} == {"-h", "--help", "--format", "--output-file"}
+    assert documented == {*cli.HELP_OPTIONS, *cli.OPTIONS_WITH_VALUE} == {"-h", "--help", "--format", "--output-file", "--timeout"}
     assert "\narguments:\n  SCRIPT " in out and "\nexit status:\n  0 " in out
 
 
@@ -395,6 +395,45 @@ def test_plugin_is_inert_without_the_option(tmp_path):
     assert "3 failed, 1 passed" in out.stdout
     assert "cglint: CUDA-graph capture is not safe" not in out.stdout
     assert "cglint verify (cpu mode): 1 finding(s)" in out.stdout  # the fixture's report
+
+
+DYING_TESTS = '''
+import ctypes, os
+import torch
+
+def test_dies_by_os_exit():
+    x = torch.ones(3)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        n = x.sum().item()
+        os._exit(0)
+
+def test_crashes():
+    x = torch.ones(3)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        flag = bool(x.sum() > 1)
+        ctypes.string_at(0)
+'''
+
+
+@cpu_only
+@pytest.mark.parametrize("test, finding", [("test_dies_by_os_exit", ("CG101", 9)), ("test_crashes", ("CG101", 16))])
+def test_plugin_keeps_the_findings_of_a_test_whose_process_dies(tmp_path, test, finding):
+    (tmp_path / "test_dying.py").write_text(DYING_TESTS)
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *_plugin_args(), "--cglint-verify",
+           "--cglint-verify-log", "verify.jsonl", f"test_dying.py::{test}"]
+    out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode != 0 or test == "test_dies_by_os_exit", out.stdout + out.stderr
+    from cglint.verify import events
+
+    logged = events.read(str(tmp_path / "verify.jsonl"))["test"]
+    assert logged["test"] == f"test_dying.py::{test}"
+    assert {(f["code"], f["line"]) for f in logged["findings"]} == {finding}
+    assert logged["captures"][0]["status"] == "failed"
+    if test == "test_dies_by_os_exit":  # told on the terminal too
+        assert f"cglint: test_dying.py::{test} called os._exit(0); its findings:" in out.stderr
+        assert f"test_dying.py:{finding[1]}:" in out.stderr
 
 
 def test_numpy_random_is_host_rng():

@@ -273,3 +273,73 @@ def test_generator_registered_with_the_graph_is_no_finding(tmp_path):
     out = run_script(tmp_path, REGISTERED_GENERATOR)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["findings"] == []
+
+
+# --- capture API errors raised before anything is captured: failed captures and findings -------
+
+FAILED_BEFORE_CAPTURE = {
+    "default stream": '''
+import os
+import torch
+
+x = torch.ones(8, device="cuda")
+y = x * 2
+g = torch.cuda.CUDAGraph()
+try:
+    g.capture_begin()  # expect: CG804
+    y = x * 2
+    g.capture_end()
+except RuntimeError as exc:
+    print("capture failed:", exc)
+    os._exit(0)
+''',
+    "autocast cache": '''
+import os
+import torch
+
+model = torch.nn.Linear(16, 16).cuda()
+x = torch.randn(4, 16, device="cuda", requires_grad=True)
+with torch.autocast("cuda", dtype=torch.bfloat16):
+    try:
+        graphed = torch.cuda.make_graphed_callables(model, (x,))  # expect: CG910
+    except RuntimeError as exc:
+        print("graphing failed:", exc)
+        os._exit(0)
+''',
+    "optimizer not capturable": '''
+import os
+import torch
+
+model = torch.nn.Linear(16, 16).cuda()
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+x = torch.randn(4, 16, device="cuda")
+side = torch.cuda.Stream()
+side.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(side):
+    for _ in range(3):
+        opt.zero_grad(set_to_none=True)
+        model(x).sum().backward()
+        opt.step()
+torch.cuda.current_stream().wait_stream(side)
+g = torch.cuda.CUDAGraph()
+opt.zero_grad(set_to_none=True)
+try:
+    with torch.cuda.graph(g):
+        model(x).sum().backward()
+        opt.step()  # expect: CG905
+except RuntimeError as exc:
+    print("capture failed:", exc)
+    os._exit(0)
+''',
+}
+
+
+@pytest.mark.parametrize("name", sorted(FAILED_BEFORE_CAPTURE))
+def test_capture_api_errors_are_failed_captures_with_findings(tmp_path, name):
+    text = FAILED_BEFORE_CAPTURE[name]
+    out = run_script(tmp_path, text)
+    assert out.returncode == 1, out.stderr  # the finding; the script itself left with os._exit(0)
+    data = json.loads(out.stdout)
+    assert {(f["code"], f["line"]) for f in data["findings"]} == expected_markers(text), out.stderr
+    assert data["mode"] == "gpu" and data["run"]["completed"] is False
+    assert [c["status"] for c in data["captures"]] == ["failed"]

@@ -107,9 +107,9 @@ def test_no_gpu_is_said_clearly(tmp_path, monkeypatch, capsys):
 
 @cpu_only
 def test_script_that_asks_for_cuda_is_reported_as_needing_a_gpu(tmp_path, monkeypatch, capsys):
-    code, out, err = verify_in_process(tmp_path, monkeypatch, capsys, script("z = torch.zeros(2, device='cuda')"))
+    code, out, err = verify_in_process(tmp_path, monkeypatch, capsys, script("free, total = torch.cuda.mem_get_info()"))
     assert code == 1 and hazards(out) == {("CG101", HAZARD_LINE)}
-    assert "needs a GPU past this point" in err
+    assert "CUDA feature the CPU emulation does not cover" in err
 
 
 @cpu_only
@@ -161,3 +161,79 @@ def test_capture_that_poisons_the_cuda_context_still_gets_its_report(tmp_path):
     assert hazards(done.stdout) == expected_markers(POISON), report
     assert "the script raised" in done.stderr and "1 capture(s)" in done.stderr
     assert "unreachable" not in done.stdout + done.stderr
+
+
+# --- the supervisor: the report survives however the script's process ends ------------------
+
+def run_report(done) -> dict:
+    return json.loads(done.stdout)
+
+
+@cpu_only
+@pytest.mark.parametrize("exit_code", [0, 3])
+def test_os_exit_from_an_except_clause_keeps_the_report(tmp_path, exit_code):
+    # The launcher pattern: catch the failure, log it and leave without any cleanup.
+    body = f"try:\n        raise RuntimeError('capture failed')\n    except RuntimeError:\n        os._exit({exit_code})"
+    done = verify_process(tmp_path, script(body), "--format", "json")
+    report = run_report(done)
+    assert hazards(done.stdout) == {("CG101", HAZARD_LINE)}
+    assert report["run"] == {"exit_status": exit_code, "error": f"os._exit({exit_code}) at job.py:12", "completed": False}
+    (capture,) = report["captures"]
+    assert (capture["line"], capture["status"], capture["error"]) == (7, "failed", "the run ended during this capture")
+    assert done.returncode == 1  # the findings; with none, os._exit(0) alone would be a clean exit
+    assert f"the script called os._exit({exit_code}) at job.py:12" in done.stderr
+
+
+@cpu_only
+def test_segmentation_fault_keeps_the_report_and_names_the_line(tmp_path):
+    done = verify_process(tmp_path, script("import ctypes; ctypes.string_at(0)"), "--format", "json")
+    report = run_report(done)
+    assert done.returncode == 1
+    assert hazards(done.stdout) == {("CG101", HAZARD_LINE)}
+    assert report["run"] == {"exit_status": -11, "error": "SIGSEGV (Segmentation fault) at job.py:9", "completed": False}
+    assert report["captures"][0]["status"] == "failed"
+    assert "the script crashed (SIGSEGV (Segmentation fault)) at job.py:9" in done.stderr
+
+
+@cpu_only
+def test_timeout_stops_a_hanging_script_and_says_where_it_was(tmp_path):
+    done = verify_process(tmp_path, script("import time; time.sleep(600)"), "--format", "json", "--timeout", "45")
+    report = run_report(done)
+    assert done.returncode == 1
+    # the sleep is a timer call in the capture (CG506), seen before the hang (the limit leaves
+    # a loaded machine time to import torch)
+    assert hazards(done.stdout) == {("CG101", HAZARD_LINE), ("CG506", 9)}
+    assert report["run"]["error"] == "timed out after 45 s at job.py:9" and report["run"]["completed"] is False
+    assert report["run"]["exit_status"] == -9
+
+
+@cpu_only
+def test_ctrl_c_to_cglint_is_passed_on_and_the_report_written(tmp_path):
+    import signal
+    import time
+
+    (tmp_path / "job.py").write_text(script("import time; print('waiting', flush=True); time.sleep(600)"))
+    cmd = [sys.executable, "-m", "cglint", "verify", "--format", "json", "job.py"]
+    # A background process ignores SIGINT unless it restores the default handler: Python does.
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    waited = ""
+    while "waiting" not in waited:  # the script reached its sleep inside the capture
+        line = proc.stderr.readline()
+        assert line, "the script never started"
+        waited += line
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    report = json.loads(out)
+    assert {(f["code"], f["line"]) for f in report["findings"]} == {("CG101", HAZARD_LINE), ("CG506", 9)}
+    assert report["run"] == {"exit_status": 130, "error": "KeyboardInterrupt", "completed": False}
+    assert report["captures"][0]["status"] == "failed"
+
+
+@cpu_only
+def test_text_report_never_passes_a_run_without_captures(tmp_path):
+    done = verify_process(tmp_path, "import torch\nprint(torch.ones(2).sum())\n", "--format", "text")
+    assert done.returncode == 0
+    assert "All checks passed" not in done.stdout
+    assert "the script made no CUDA-graph capture, so no capture was verified" in done.stdout

@@ -129,6 +129,24 @@ def record_error(recorder: Recorder, exc: BaseException) -> Optional[Observation
     return recorder.observe_at(code, what, where, trace, evidence=f"capture failed here: {text}")
 
 
+def record_failed_call(session: Any, exc: BaseException, kind: str) -> None:
+    """A capture API call (capture_begin, make_graphed_callables) raised before any capture
+    could report it: a failed capture, and a finding at the line of the user's call."""
+    if id(exc) in session.handled:
+        return  # a capture inside the call reported it already
+    from cglint.verify.session import GraphInfo
+
+    site = frames.current_user_frame(2)
+    where = frames.where(site) if site else None
+    region = Region(frames.display_path(where.path), where.line, kind) if where else None
+    recorder = Recorder(region, stop=site, phase="capture")
+    record_error(recorder, exc)
+    session.handled.add(id(exc))
+    session.recorders.append(recorder)
+    label = f"{region.path}:{region.line} ({kind})" if region else "?"
+    session.add_graph(GraphInfo(label, kind, False, 0.0, error=errors.first_line(exc)))
+
+
 def reset_after_failure(graph: Any, end_capture: Any = None, stream_ctx: Any = None, *, end_failed: bool = False) -> None:
     """Leave the device, the allocator and the RNG usable after a failed capture.
 

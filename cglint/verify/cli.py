@@ -1,28 +1,31 @@
-"""`cglint verify [--format text|json] [--output-file F] SCRIPT [ARGS...]`.
+"""`cglint verify [--format text|json] [--output-file F] [--timeout S] SCRIPT [ARGS...]`.
 
-The script runs in this process, as `python SCRIPT ARGS` would run it, with every capture
-instrumented. Options of cglint may come before or after SCRIPT; everything after `--`
-goes to the script unread. Exit: 0 no findings, 1 findings or the script failed,
-2 usage error (no such script, torch not installed).
+The script runs in a child process that this one supervises (supervisor.py), as
+`python SCRIPT ARGS` would run it, with every capture instrumented. Options of cglint may
+come before or after SCRIPT; everything after `--` goes to the script unread.
 """
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
-from typing import Optional, TextIO
+from typing import Any, Optional, TextIO
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
-OPTIONS_WITH_VALUE = ("--format", "--output-file")
+EXIT_INTERRUPTED = 130  # 128 + SIGINT: cglint itself was stopped by Ctrl-C (the report is still written)
+OPTIONS_WITH_VALUE = ("--format", "--output-file", "--timeout")
 HELP_OPTIONS = ("-h", "--help")
-USAGE = "usage: cglint verify [--format text|json] [--output-file FILE] SCRIPT [ARGS...]"
+USAGE = "usage: cglint verify [--format text|json] [--output-file FILE] [--timeout SECONDS] SCRIPT [ARGS...]"
 HELP = f"""{USAGE}
 
-Run SCRIPT as `python SCRIPT ARGS...` would, with every CUDA-graph capture instrumented, and
-report the hazards seen at the lines that caused them. With a CUDA device each capture is
-a real trial capture (capture errors, syncs, host calls, host RNG, tensors rebound or freed
-before replay); without one, captured regions run once on the CPU under a tracer, and the
-report says what could not be checked.
+Run SCRIPT as `python SCRIPT ARGS...` would, in a child process that cglint supervises,
+with every CUDA-graph capture instrumented, and report the hazards seen at the lines that
+caused them. With a CUDA device each capture is a real trial capture (capture errors,
+syncs, host calls, host RNG, tensors rebound or freed before replay); without one, CUDA is
+emulated on the CPU, captured regions run once under a tracer, and the report says what
+could not be checked. The report is written however the script ends: an exception,
+sys.exit, os._exit, a crash, the timeout or Ctrl-C.
 
 arguments:
   SCRIPT                the Python script to run
@@ -33,15 +36,19 @@ options:
   -h, --help            show this help and exit
   --format {{text,json}}  how findings are written (default: text); with json on stdout,
                         the script's own output goes to stderr
-  --output-file FILE    write the findings to FILE instead of stdout
+  --output-file FILE    write the report to FILE instead of stdout
+  --timeout SECONDS     stop the script after SECONDS (default: no limit); the report
+                        says where it was and keeps everything seen until then
 
 Options may come before or after SCRIPT; everything after `--` goes to the script.
 A summary of the captures (and notes on what was not checked) goes to stderr.
 
 exit status:
   0  no findings and the script exited with status 0
-  1  findings, or the script failed (raised, or exited with a non-zero status)
-  2  usage error: unknown option, no such script, torch not installed"""
+  1  findings, or the script failed (raised, exited with a non-zero status, crashed,
+     was killed or timed out)
+  2  usage error: unknown option, no such script, torch not installed
+  130  cglint verify was interrupted (Ctrl-C); the report of what was seen is written"""
 
 
 class Usage(Exception):
@@ -52,9 +59,10 @@ class HelpRequested(Exception):
     pass
 
 
-def parse(argv: list[str]) -> tuple[str, Optional[str], str, list[str]]:
-    """(format, output file, script, script arguments)."""
-    fmt, output, script, rest = "text", None, None, []
+def parse(argv: list[str]) -> tuple[dict[str, Any], str, list[str]]:
+    """(options, script, script arguments)."""
+    options: dict[str, Any] = {"format": "text", "output": None, "timeout": None}
+    script, rest = None, []
     args = list(argv)
     while args:
         arg = args.pop(0)
@@ -69,12 +77,7 @@ def parse(argv: list[str]) -> tuple[str, Optional[str], str, list[str]]:
                 if not args:
                     raise Usage(f"{name} needs a value")
                 value = args.pop(0)
-            if name == "--format":
-                if value not in ("text", "json"):
-                    raise Usage(f"--format must be text or json, not {value!r}")
-                fmt = value
-            else:
-                output = value
+            options.update(_option(name, value))
         elif script is None:
             if arg.startswith("-") and arg != "--":
                 raise Usage(f"unknown option {arg}\n{USAGE}")
@@ -83,12 +86,28 @@ def parse(argv: list[str]) -> tuple[str, Optional[str], str, list[str]]:
             rest.append(arg)
     if script is None:
         raise Usage(USAGE)
-    return fmt, output, script, rest
+    return options, script, rest
+
+
+def _option(name: str, value: str) -> dict[str, Any]:
+    if name == "--format":
+        if value not in ("text", "json"):
+            raise Usage(f"--format must be text or json, not {value!r}")
+        return {"format": value}
+    if name == "--timeout":
+        try:
+            seconds = float(value)
+        except ValueError:
+            seconds = 0.0
+        if not seconds > 0:
+            raise Usage(f"--timeout must be a positive number of seconds, not {value!r}")
+        return {"timeout": seconds}
+    return {"output": value}
 
 
 def main(argv: list[str]) -> int:
     try:
-        fmt, output, script, script_args = parse(argv)
+        options, script, script_args = parse(argv)
     except HelpRequested:
         print(HELP)
         return EXIT_CLEAN
@@ -98,23 +117,27 @@ def main(argv: list[str]) -> int:
     if not os.path.isfile(script):
         print(f"cglint verify: no such script: {script}", file=sys.stderr)
         return EXIT_USAGE
-    try:
-        import torch  # noqa: F401
-    except ImportError:
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:  # not imported here: the child does
         print("cglint verify: torch is not installed (pip install 'cglint[verify]')", file=sys.stderr)
         return EXIT_USAGE
-    from cglint.verify.run import run_script
+    from cglint.verify.supervisor import supervise
 
     # JSON on stdout must stay parseable: the script's own prints go to stderr then.
-    quiet = fmt == "json" and output is None
-    outcome = run_script(script, script_args, script_stdout=sys.stderr if quiet else None)
-    _write(outcome.findings, fmt, output)
-    _summary(outcome, _open_stream("stderr", 2))
-    return EXIT_FINDINGS if outcome.findings or outcome.failed else EXIT_CLEAN
+    quiet = options["format"] == "json" and options["output"] is None
+    stderr = _open_stream("stderr", 2)
+    result = supervise(script, script_args, timeout=options["timeout"],
+                       script_stdout=stderr if quiet else _open_stream("stdout", 1), script_stderr=stderr)
+    _write(result, options["format"], options["output"])
+    _summary(result, _open_stream("stderr", 2))
+    if result.interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_FINDINGS if result.findings or result.failed else EXIT_CLEAN
 
 
 def _open_stream(name: str, fd: int) -> TextIO:
-    """sys.stdout or sys.stderr, reopened on its file descriptor if the script closed it."""
+    """sys.stdout or sys.stderr, reopened on its file descriptor if it was closed."""
     stream = getattr(sys, name)
     if stream is None or getattr(stream, "closed", False):
         stream = open(fd, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
@@ -122,21 +145,72 @@ def _open_stream(name: str, fd: int) -> TextIO:
     return stream
 
 
-def _write(findings: list, fmt: str, output: Optional[str]) -> None:
+def as_json(result: Any) -> dict[str, Any]:
+    """The JSON report: the object of `cglint check` plus mode, captures, run and notes."""
+    from cglint.report.json_format import as_json as check_json
+
+    data = check_json(result.findings, 1)
+    data.update(mode=result.mode, captures=result.captures, run=result.run, notes=result.notes)
+    return data
+
+
+def _write(result: Any, fmt: str, output: Optional[str]) -> None:
     from cglint.report import write_report
 
     with (open(output, "w", encoding="utf-8") if output else contextlib.nullcontext(_open_stream("stdout", 1))) as stream:
-        write_report(findings, fmt=fmt, files_checked=1, stream=stream)
+        if fmt == "json":
+            json.dump(as_json(result), stream, indent=2)
+            stream.write("\n")
+            return
+        if result.findings:
+            write_report(result.findings, fmt="text", files_checked=1, stream=stream)
+        for line in verdict(result):
+            stream.write(line + "\n")
 
 
-def _summary(outcome, stream: TextIO) -> None:
-    print(f"cglint verify: {outcome.mode} mode, {len(outcome.graphs)} capture(s)", file=stream)
-    for info in outcome.graphs:
-        pool = f", pool {info.pool_bytes / 2**20:.1f} MiB" if info.pool_bytes else ""
-        state = ("traced on the CPU" if outcome.mode.startswith("CPU") else "captured") if info.ok else "FAILED"
-        print(f"  {info.site}: {state} in {info.capture_seconds * 1000:.1f} ms{pool}, {info.replays} replay(s)",
+def verdict(result: Any) -> list[str]:
+    """What the run verified, in words; "All checks passed" only for verified captures."""
+    captures = result.captures
+    failed = [c for c in captures if c["status"] == "failed"]
+    unreplayed = [c for c in captures if c["status"] == "not-replayed"]
+    gaps = []
+    if result.mode == "cpu":
+        gaps.append("CUDA was emulated on the CPU (no GPU): real capture errors, replays, graph memory and "
+                    "timing were not verified")
+    elif result.mode is None:
+        gaps.append("the script ended before the verifier started")
+    if not captures:
+        gaps.append("the script made no CUDA-graph capture, so no capture was verified")
+    for capture in failed:
+        why = f": {capture['error']}" if capture.get("error") else ""
+        gaps.append(f"the capture at {_site(capture)} failed{why}")
+    for capture in unreplayed:
+        gaps.append(f"the capture at {_site(capture)} was never replayed (the pre-replay checks did not run)")
+    if not result.run["completed"] or result.failed:
+        gaps.append(f"the script {result.status}: what it would have run after that was not checked")
+    if not result.findings and not gaps:
+        return [f"All checks passed ({len(captures)} capture{'s' if len(captures) != 1 else ''} verified)."]
+    lines = [] if result.findings else ["No findings, but not everything was verified:"]
+    if result.findings:
+        lines.append("Not verified:" if gaps else "")
+    return [line for line in lines if line] + [f"  - {gap}" for gap in gaps]
+
+
+def _site(capture: dict[str, Any]) -> str:
+    return f"{capture['path']}:{capture['line']} ({capture['kind']})"
+
+
+def _summary(result: Any, stream: TextIO) -> None:
+    label = {"gpu": "GPU", "cpu": "CPU trace (CUDA emulated)"}.get(result.mode or "", "unknown")
+    print(f"cglint verify: {label} mode, {len(result.captures)} capture(s)", file=stream)
+    for capture in result.captures:
+        pool = f", pool {capture['pool_bytes'] / 2**20:.1f} MiB" if capture.get("pool_bytes") else ""
+        state = {"ok": "captured", "not-replayed": "captured", "failed": "FAILED"}[capture["status"]]
+        if result.mode == "cpu" and capture["status"] != "failed":
+            state = "traced on the CPU"
+        print(f"  {_site(capture)}: {state} in {capture['capture_ms']:.1f} ms{pool}, {capture['replays']} replay(s)",
               file=stream)
-    for note in outcome.notes:
+    for note in result.notes:
         print(f"  note: {note}", file=stream)
-    if outcome.failed:
-        print(f"cglint verify: the script {outcome.status}", file=stream)
+    if result.failed or not result.run["completed"]:
+        print(f"cglint verify: the script {result.status}", file=stream)

@@ -20,9 +20,10 @@ NOT_CHECKED = (
     "device-to-host copies inside library code (every tensor is on the CPU in trace mode)",
 )
 SCRIPT_NOTE = (
-    "no CUDA device: CPU trace mode. Each captured region ran once on the CPU under the tracer "
-    "(syncing operators, host calls, host RNG); not checked: real capture errors, replays, tensors "
-    "rebound before replay, pool memory and timing. Run on a GPU machine for those."
+    "no CUDA device: CPU trace mode with CUDA emulated on the CPU (\"cuda\" devices, .cuda(), streams, "
+    "events, generators and graphs run on the CPU). Each captured region ran once on the CPU under the "
+    "tracer (syncing operators, host calls, host RNG, data-dependent branches); not checked: real capture "
+    "errors, replays, tensors rebound before replay, pool memory and timing. Run on a GPU machine for those."
 )
 
 

@@ -9,12 +9,14 @@ record CG104 inside a region.
 from __future__ import annotations
 
 import contextlib
+import time
 from typing import Any, Optional
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from cglint.findings import Region
-from cglint.verify import frames, synchooks
+from cglint.verify import errors, frames, synchooks
 from cglint.verify.instrument import Instrumentation
 from cglint.verify.recorder import Recorder
 from cglint.verify.session import GraphInfo, Session
@@ -23,22 +25,42 @@ _saved: list[tuple[Any, str, Any]] = []
 _depth = [0]  # regions being traced (is_current_stream_capturing answers from it)
 
 
-def _start(session: Session, kind: str, graph: Any = None) -> Instrumentation:
-    site = frames.current_user_frame(3)
-    where = frames.where(site) if site else None
-    region = Region(frames.display_path(where.path), where.line, kind) if where else None
-    recorder = Recorder(region, stop=site, phase="CPU trace")
-    session.recorders.append(recorder)
-    session.graphs.append(GraphInfo(f"{region.path}:{region.line} ({kind})" if region else "?", kind, True, 0.0))
-    _depth[0] += 1
-    owned = tuple(getattr(graph, "generators", ()))
-    return Instrumentation(recorder, gpu=False, owned_generators=owned).start()
+class _Trace:
+    """One emulated capture: its region traced on the CPU, open in the session until it ends."""
 
+    def __init__(self, session: Session, kind: str, graph: Any = None) -> None:
+        site = frames.current_user_frame(4)
+        where = frames.where(site) if site else None
+        region = Region(frames.display_path(where.path), where.line, kind) if where else None
+        self.session, self.kind = session, kind
+        self.site = f"{region.path}:{region.line} ({kind})" if region else "?"
+        recorder = Recorder(region, stop=site, phase="CPU trace")
+        session.recorders.append(recorder)
+        session.open[id(self)] = lambda exc: self.stop(exc)
+        _depth[0] += 1
+        self.started = time.perf_counter()
+        owned = tuple(getattr(graph, "generators", ()))
+        self.inst = Instrumentation(recorder, gpu=False, owned_generators=owned).start()
+        session.changed()
 
-def _stop(inst: Optional[Instrumentation]) -> None:
-    if inst is not None and inst.running:
-        inst.stop()
+    def stop(self, exc: Optional[BaseException] = None) -> None:
+        if not self.inst.running:
+            return
+        self.inst.stop()
         _depth[0] -= 1
+        self.session.open.pop(id(self), None)
+        error = None if exc is None else errors.first_line(exc)
+        self.session.add_graph(GraphInfo(self.site, self.kind, exc is None, time.perf_counter() - self.started,
+                                         error=error))
+
+
+def _start(session: Session, kind: str, graph: Any = None) -> _Trace:
+    return _Trace(session, kind, graph)
+
+
+def _stop(trace: Optional[_Trace], exc: Optional[BaseException] = None) -> None:
+    if trace is not None:
+        trace.stop(exc)
 
 
 class ShimEvent:
@@ -67,13 +89,73 @@ class ShimStream:
     synchronize = synchooks.wrap_function(lambda self: None, "Stream.synchronize()")
 
 
+def _is_cuda(value: Any) -> bool:
+    if isinstance(value, torch.device):
+        return value.type == "cuda"
+    return isinstance(value, str) and (value == "cuda" or value.startswith("cuda:"))
+
+
+def _on_cpu(value: Any) -> Any:
+    return torch.device("cpu") if _is_cuda(value) else value
+
+
+class EmulatedCuda(TorchFunctionMode):
+    """Runs code written for CUDA on the CPU: every "cuda" device a torch call names becomes
+    the CPU (factories, .to(), .cuda(), `with torch.device("cuda")`), host pinning is a no-op.
+    It sits under the verifier's own modes, which still see the calls as written."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        name = getattr(func, "__name__", "")
+        if name == "cuda" and args and isinstance(args[0], (torch.Tensor, torch.nn.Module)):
+            return args[0]
+        if name in ("pin_memory", "is_pinned") and args and isinstance(args[0], torch.Tensor):
+            return args[0] if name == "pin_memory" else False
+        if "device" in kwargs:
+            kwargs["device"] = _on_cpu(kwargs["device"])
+        if kwargs.get("pin_memory"):
+            kwargs["pin_memory"] = False
+        if name == "to" and len(args) > 1 and isinstance(args[1], int) and not isinstance(args[1], bool):
+            args = (args[0], torch.device("cpu"), *args[2:])  # .to(0): the first GPU
+        args = tuple(_on_cpu(a) for a in args)
+        return func(*args, **kwargs)
+
+
+class EmulatedGenerator(torch._C.Generator):
+    """torch.Generator(device="cuda") on the CPU."""
+
+    def __new__(cls, device: Any = "cpu") -> Any:
+        return torch._C.Generator.__new__(cls, device=_on_cpu(device))
+
+    def __init__(self, device: Any = "cpu") -> None:
+        pass
+
+
+_mode: list[EmulatedCuda] = []
+EMULATED_DEVICE_NAME = "CUDA emulated on the CPU (cglint verify)"
+# torch.cuda functions that need a device, answered as a single emulated GPU would.
+_DEVICE_QUERIES = {
+    "is_available": lambda: True,
+    "device_count": lambda: 1,
+    "current_device": lambda: 0,
+    "set_device": lambda device: None,
+    "get_device_name": lambda device=None: EMULATED_DEVICE_NAME,
+    "get_device_capability": lambda device=None: (8, 0),
+    "is_bf16_supported": lambda *args, **kwargs: True,
+    "get_rng_state": lambda device="cuda": torch.get_rng_state(),
+    "set_rng_state": lambda state, device="cuda": torch.set_rng_state(state),
+    "empty_cache": lambda: None,
+    "init": lambda: None,
+}
+
+
 def install(session: Session) -> None:
     if _saved:
         return
 
     class ShimGraph:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            self._inst: Optional[Instrumentation] = None
+            self._inst: Optional[_Trace] = None
             self.generators: list[Any] = []  # registered: they advance on every replay
 
         def register_generator_state(self, generator: Any) -> None:
@@ -81,14 +163,13 @@ def install(session: Session) -> None:
 
         def capture_begin(self, *args: Any, **kwargs: Any) -> None:
             self._inst = _start(session, "capture_begin", self)
-            session.open[id(self)] = lambda exc: _stop(self._inst)
 
         def capture_end(self) -> None:
-            session.open.pop(id(self), None)
             _stop(self._inst)
 
         def replay(self) -> None:
-            session.note("replay() did nothing: graphs are not replayed in CPU trace mode")
+            if self._inst is not None:
+                session.replayed(self._inst.site)
 
         def reset(self) -> None: ...
         def pool(self) -> tuple:
@@ -96,25 +177,29 @@ def install(session: Session) -> None:
 
     class ShimGraphContext:
         def __init__(self, cuda_graph: Any = None, pool: Any = None, stream: Any = None, **kwargs: Any) -> None:
-            self._inst: Optional[Instrumentation] = None
+            self._inst: Optional[_Trace] = None
             self.cuda_graph = cuda_graph
 
         def __enter__(self) -> None:
             self._inst = _start(session, "torch.cuda.graph", self.cuda_graph)
 
-        def __exit__(self, *exc: object) -> bool:
-            _stop(self._inst)
+        def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+            _stop(self._inst, exc)
+            if self.cuda_graph is not None:
+                self.cuda_graph._inst = self._inst
             return False
 
     def make_graphed_callables(callables: Any, sample_args: Any, *args: Any, **kwargs: Any) -> Any:
         single = not isinstance(callables, tuple)
         fns, samples = ((callables,), (sample_args,)) if single else (callables, sample_args)
         for fn, sample in zip(fns, samples):
-            inst = _start(session, "make_graphed_callables")
+            trace = _start(session, "make_graphed_callables")
             try:
                 fn(*sample)
-            finally:
-                _stop(inst)
+            except BaseException as exc:
+                _stop(trace, exc)
+                raise
+            _stop(trace)
         return callables
 
     def stream_ctx(stream: Any = None) -> Any:
@@ -133,12 +218,21 @@ def install(session: Session) -> None:
         "graph_pool_handle": lambda: (0, 0),
         "is_current_stream_capturing": lambda: _depth[0] > 0,
     }
-    for name, value in replacements.items():
-        _saved.append((torch.cuda, name, getattr(torch.cuda, name, None)))
-        setattr(torch.cuda, name, value)
+    for owner, table in ((torch.cuda, {**_DEVICE_QUERIES, **replacements}), (torch, {"Generator": EmulatedGenerator})):
+        for name, value in table.items():
+            _saved.append((owner, name, getattr(owner, name, None)))
+            setattr(owner, name, value)
+    mode = EmulatedCuda()
+    mode.__enter__()
+    _mode.append(mode)
 
 
 def uninstall() -> None:
+    while _mode:
+        try:
+            _mode.pop().__exit__(None, None, None)
+        except Exception:  # a mode the script pushed and never popped sits above ours
+            pass
     while _saved:
         owner, name, original = _saved.pop()
         setattr(owner, name, original)

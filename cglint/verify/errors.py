@@ -19,20 +19,28 @@ _ERRORS = tables().capture_errors
 CASCADE = "operation failed due to a previous error during capture"
 
 
+def text_of(exc: BaseException) -> str:
+    """str(exc), even for exceptions whose __str__ raises."""
+    try:
+        return str(exc)
+    except Exception:  # noqa: BLE001
+        return f"<{type(exc).__name__} whose message cannot be shown>"
+
+
 def is_cascade(exc: BaseException) -> bool:
-    return CASCADE in str(exc)
+    return CASCADE in text_of(exc)
 
 
 def first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
+    text = text_of(exc).strip().splitlines()
     head = next((line for line in text if line.strip()), "")
     head = re.sub(r"\s+", " ", head)
-    return f"{type(exc).__name__}: {head}"[:300]
+    return (f"{type(exc).__name__}: {head}" if head else type(exc).__name__)[:300]
 
 
 def meaning(exc: BaseException) -> tuple[str, str]:
     """(rule code, explanation) of a capture error by its text."""
-    text = str(exc)
+    text = text_of(exc)
     for error in _ERRORS:
         if error.text in text:
             return error.code, error.meaning
@@ -59,3 +67,4 @@ def where_raised(tb: Optional[TracebackType]) -> Optional[tuple[frames.Where, Fr
     frame = found.tb_frame
     where = frames.where(frame, lasti=found.tb_lasti, line=found.tb_lineno)
     return where, frame
+

@@ -14,8 +14,9 @@ from typing import Any, Callable
 
 import torch
 
-from cglint.verify import frames, liveness, synchooks
-from cglint.verify.capture import CaptureMonitor, pool_bytes, release_pool, reset_after_failure
+from cglint.verify import errors, frames, liveness, synchooks
+from cglint.verify.capture import (CaptureMonitor, pool_bytes, record_failed_call, region_kind, release_pool,
+                                   reset_after_failure)
 from cglint.verify.recorder import Recorder
 from cglint.verify.session import GraphInfo, Session
 
@@ -45,7 +46,12 @@ def install(session: Session) -> None:
 
     def capture_begin(original):
         def wrapper(self, *args, **kwargs):
-            original(self, *args, **kwargs)
+            try:
+                original(self, *args, **kwargs)
+            except Exception as exc:  # refused before anything was captured (the default stream)
+                if not getattr(self, "_cglint_api", False):
+                    record_failed_call(session, exc, region_kind())
+                raise
             if getattr(self, "_cglint_api", False):
                 return  # cglint.verify() instruments its own capture
             monitor = CaptureMonitor(owned_generators=owned_generators(self))
@@ -92,10 +98,9 @@ def install(session: Session) -> None:
                 liveness.check(reads, recorder, frames.current_user_frame(2), self._cglint_site)
                 if recorder.observations:
                     session.recorders.append(recorder)
+                    session.changed()
                     self._cglint_reads = [r for r in reads if r.ref() is not None]  # report each loss once
-            for info in session.graphs:
-                if info.site == getattr(self, "_cglint_site", None):
-                    info.replays += 1
+            session.replayed(getattr(self, "_cglint_site", None))
             return original(self, *args, **kwargs)
         return wrapper
 
@@ -123,6 +128,16 @@ def install(session: Session) -> None:
             return result
         return wrapper
 
+    def make_graphed_callables(original):
+        def wrapper(*args, **kwargs):
+            try:
+                return original(*args, **kwargs)
+            except Exception as exc:  # its checks (autocast cache, hooks) raise before any capture
+                record_failed_call(session, exc, "make_graphed_callables")
+                raise
+        return wrapper
+
+    _patch(torch.cuda, "make_graphed_callables", make_graphed_callables)
     if hasattr(graph_cls, "register_generator_state"):  # not in older torch
         _patch(graph_cls, "register_generator_state", register_generator_state)
     _patch(graph_cls, "capture_begin", capture_begin)
@@ -162,7 +177,8 @@ def _raised_under(exc: BaseException, site: Any) -> bool:
 def _graph_done(session: Session, monitor: CaptureMonitor, *, ok: bool, graph: Any = None) -> None:
     pool = pool_bytes(graph) if graph is not None else None
     region = monitor.recorder.region
-    session.graphs.append(GraphInfo(monitor.label, region.kind if region else "?", ok, monitor.seconds, pool))
+    error = errors.first_line(monitor.error) if monitor.error is not None else None
+    session.add_graph(GraphInfo(monitor.label, region.kind if region else "?", ok, monitor.seconds, pool, error=error))
 
 
 def uninstall() -> None:

@@ -7,6 +7,9 @@ used. Also provides the `cglint_verify` fixture (verify a function explicitly) a
 """
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
 from typing import Any
 
 import pytest
@@ -18,6 +21,9 @@ def pytest_addoption(parser: Any) -> None:
     group = parser.getgroup("cglint", "CUDA-graph safety (cglint)")
     group.addoption("--cglint-verify", action="store_true", default=False,
                     help="instrument every CUDA-graph capture and fail tests whose captures are unsafe")
+    group.addoption("--cglint-verify-log", default=None, metavar="FILE",
+                    help="write each test's findings to FILE (JSON lines) as they are made, so that a test "
+                         "whose process dies (a crash, os._exit) keeps them")
 
 
 def pytest_configure(config: Any) -> None:
@@ -25,23 +31,68 @@ def pytest_configure(config: Any) -> None:
 
 
 class _Guard:
-    """The instrumentation of the session, installed on first use."""
+    """The instrumentation of the session, installed on first use.
+
+    The findings of the running test are written out as they are made (to the log file,
+    and to the terminal when the test calls os._exit), so a test that ends the process
+    keeps them: pytest itself would only report a crashed worker, or nothing.
+    """
 
     def __init__(self) -> None:
         self.session: Any = None
         self.backend: Any = None
+        self.log: Any = None  # events.Writer of --cglint-verify-log
+        self.test: Any = None  # (node id, recorders before it) of the running test
+        self.config: Any = None
 
-    def start(self) -> Any:
+    def start(self, log_path: Any = None) -> Any:
         if self.session is None:
             import torch
 
-            from cglint.verify import backend
+            from cglint.verify import backend, events
             from cglint.verify import session as sessions
 
-            self.session = sessions.begin(torch.cuda.is_available())
+            self.log = events.Writer(str(log_path)) if log_path else None
+            self.session = sessions.begin(torch.cuda.is_available(), listener=self._publish if self.log else None)
             self.backend = backend.select(self.session.gpu)
             self.backend.install(self.session)
         return self.session
+
+    def _findings(self) -> list:
+        return self.session.findings(since=self.test[1]) if self.test else []
+
+    def _publish(self, session: Any) -> None:
+        if self.test is not None and self.log is not None:
+            self.log.write("test", {"test": self.test[0], "findings": [f.to_json() for f in self._findings()],
+                                    "captures": session.captures()})
+
+    @contextlib.contextmanager
+    def running(self, nodeid: str, config: Any) -> Any:
+        """While a test runs: its findings stream out, and os._exit tells them first."""
+        self.test, self.config = (nodeid, len(self.session.recorders)), config
+        real_exit = os._exit
+
+        def exit_now(code: int) -> None:
+            self._publish(self.session)
+            bad = [f for f in self._findings() if f.severity in ("error", "warning")]
+            if bad:
+                capture = self.config.pluginmanager.getplugin("capturemanager") if self.config else None
+                if capture is not None:  # pytest holds the test's output: write past it
+                    capture.suspend_global_capture(in_=True)
+                stream = sys.stderr
+                if stream is not None:
+                    stream.write(f"\ncglint: {nodeid} called os._exit({code}); its findings:\n"
+                                 + "\n".join(_line(f) for f in bad) + "\n")
+                    stream.flush()
+            real_exit(code)
+
+        os._exit = exit_now
+        try:
+            yield
+        finally:
+            os._exit = real_exit
+            self._publish(self.session)
+            self.test = None
 
     def stop(self) -> None:
         if self.session is not None:
@@ -49,7 +100,7 @@ class _Guard:
 
             self.backend.uninstall()
             sessions.end()
-            self.session = self.backend = None
+            self.session = self.backend = self.log = None
 
 
 _guard = _Guard()
@@ -61,10 +112,11 @@ def pytest_runtest_call(item: Any) -> Any:
     if not wanted:
         yield
         return
-    session = _guard.start()
+    session = _guard.start(item.config.getoption("--cglint-verify-log"))
     before = len(session.recorders)
-    outcome = yield
-    session.close_open(None)
+    with _guard.running(item.nodeid, item.config):
+        outcome = yield
+        session.close_open(None)
     bad = [f for f in session.findings(since=before) if f.severity in ("error", "warning")]
     if not bad:
         return

@@ -11,13 +11,15 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 from cglint.findings import Finding, Region
 from cglint.verify import frames
 from cglint.verify.rule_metadata import meta
 
 _MAX_EVIDENCE = 6
+# Told after an observation is made or gains evidence (a supervised run streams findings from here).
+on_observation: Optional[Callable[[], None]] = None
 
 
 @dataclass
@@ -101,10 +103,15 @@ class Recorder:
         key = (code, where.path, where.line)
         with self._lock:
             obs = self.observations.get(key)
+            new = obs is None
             if obs is None:
                 obs = Observation(code, where, what, self.region, trace, weak=weak)
                 self.observations[key] = obs
+            known = len(obs.evidence) + len(obs.phases)
             obs.add(evidence or f"seen during {self.phase}")
+            grew = new or len(obs.evidence) + len(obs.phases) != known
+        if grew and on_observation is not None:
+            on_observation()
         return obs
 
     def site_label(self) -> tuple[str, ...]:

@@ -1,78 +1,134 @@
-"""Running a user's script in this process with every capture instrumented."""
+"""Running a user's script with every capture instrumented: the side of `cglint verify`
+that lives in the supervised child process.
+
+The script runs as `python SCRIPT ARGS` would run it. Every change of what the run has
+seen is written to the event stream at once (see events.py), and so is how the script
+ended, from wherever it ends: its last line, an exception, sys.exit, os._exit (patched to
+write first) or Ctrl-C. A crash or a kill writes nothing more; the supervisor knows from
+the exit signal and from the traceback faulthandler wrote.
+"""
 from __future__ import annotations
 
+import faulthandler
 import os
 import runpy
+import signal
 import sys
 import traceback
 from dataclasses import dataclass, field
-from typing import Optional, TextIO
+from typing import Any, Optional
 
 from cglint.findings import Finding
-from cglint.verify import backend
+from cglint.verify import backend, errors, events, frames
 from cglint.verify import session as sessions
-from cglint.verify.session import GraphInfo
+from cglint.verify.session import Session
+
+# The status Python's own exit reports for an uncaught KeyboardInterrupt (128 + SIGINT).
+INTERRUPTED_STATUS = 130
 
 
 @dataclass
 class Outcome:
-    mode: str
+    mode: str  # "gpu" or "cpu"
     findings: list[Finding]
-    graphs: list[GraphInfo]
+    captures: list[dict[str, Any]]
     notes: list[str] = field(default_factory=list)
-    status: str = "exited with status 0"
+    run: dict[str, Any] = field(default_factory=lambda: ended(0))
+    status: str = "exited with status 0"  # how the script ended, in words
     failed: bool = False
 
 
-def run_script(script: str, args: list[str], script_stdout: Optional[TextIO] = None) -> Outcome:
+def ended(exit_status: Any, error: Optional[str] = None, completed: bool = True) -> dict[str, Any]:
+    """The report's "run" object (docs/design.md, JSON output)."""
+    return {"exit_status": exit_status, "error": error, "completed": completed}
+
+
+def state(session: Session, mode: str) -> dict[str, Any]:
+    return {"mode": mode, "findings": [f.to_json() for f in session.findings()],
+            "captures": session.captures(), "notes": list(session.notes)}
+
+
+def run_script(script: str, args: list[str], stream: Optional[events.Writer] = None,
+               fault_file: Optional[str] = None) -> Outcome:
     import torch
 
     gpu = torch.cuda.is_available()
-    session = sessions.begin(gpu)
     instrumentation = backend.select(gpu)
+    mode = instrumentation.mode
+
+    def publish(current: Session) -> None:
+        if stream is not None:
+            stream.write(events.STATE, state(current, mode))
+
+    session = sessions.begin(gpu, listener=publish if stream is not None else None)
     for note in instrumentation.script_notes:
         session.note(note)
-    saved_argv, saved_path, saved_stdout = sys.argv, list(sys.path), sys.stdout
+    publish(session)  # the mode, even if the script dies at once
+    real_exit = os._exit
+
+    def exit_now(code: int) -> None:  # os._exit skips every finally: write the end first
+        caller = frames.current_user_frame(2)
+        where = frames.where(caller) if caller else None
+        at = f" at {frames.display_path(where.path)}:{where.line}" if where else ""
+        publish(session)
+        if stream is not None:
+            stream.write(events.END, {**ended(code, f"os._exit({code}){at}", False), "failed": code != 0,
+                                      "status": f"called os._exit({code}){at}"})
+        real_exit(code)
+
+    saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [script, *args]
-    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
-    if script_stdout is not None:
-        sys.stdout = script_stdout
-    status, failed = "exited with status 0", False
+    sys.path[0] = os.path.dirname(os.path.abspath(script))  # as `python SCRIPT` sets it
+    fault = open(fault_file, "w") if fault_file else None  # noqa: SIM115 - held until the end
+    if fault is not None:
+        faulthandler.enable(fault, all_threads=True)
+        if hasattr(signal, "SIGUSR1"):  # the supervisor asks where a script hangs before killing it
+            faulthandler.register(signal.SIGUSR1, fault, all_threads=True)
+    os._exit = exit_now
+    run, status, failed = ended(0), "exited with status 0", False
     instrumentation.install(session)
     try:
         runpy.run_path(script, run_name="__main__")
     except SystemExit as exc:
         code = exc.code
-        failed = code not in (None, 0)
+        number = code if isinstance(code, int) else (0 if code is None else 1)
+        failed = number != 0
         status = f"exited with status {code if code is not None else 0}"
+        run = ended(number, None if isinstance(code, int) or code is None else f"SystemExit: {code}")
     except BaseException as exc:  # the script's crash: report it, never swallow it
         failed, status = True, _describe(exc)
+        interrupted = isinstance(exc, KeyboardInterrupt)
+        if interrupted:  # a second Ctrl-C must not cut the report short
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        run = ended(INTERRUPTED_STATUS if interrupted else 1, errors.first_line(exc), False)
         session.close_open(exc)
         try:
             traceback.print_exc(file=sys.__stderr__ or sys.stderr)
         except Exception:  # noqa: BLE001 - an exception whose str() raises, a closed stream
             pass
-        if not gpu and "CUDA" in _text(exc):
-            session.note("the script needs a GPU past this point (it asked for CUDA); the rest was not checked")
+        if not gpu and "CUDA" in errors.text_of(exc):
+            session.note("the script used a CUDA feature the CPU emulation does not cover; the rest was not checked")
     finally:
+        os._exit = real_exit
         session.close_open(None)
         instrumentation.uninstall()
         sys.argv, sys.path[:] = saved_argv, saved_path
-        sys.stdout = saved_stdout
+        publish(session)
+        if stream is not None:
+            stream.write(events.END, {**run, "failed": failed, "status": status})
         sessions.end()
-    return Outcome("GPU" if gpu else "CPU trace", session.findings(), session.graphs, session.notes, status, failed)
-
-
-def _text(exc: BaseException) -> str:
-    """str(exc), even for exceptions whose __str__ raises."""
-    try:
-        return str(exc)
-    except Exception:  # noqa: BLE001
-        return f"<{type(exc).__name__} whose message cannot be shown>"
+    return Outcome(mode, session.findings(), session.captures(), session.notes, run, status, failed)
 
 
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, KeyboardInterrupt):
         return "was interrupted (KeyboardInterrupt)"
-    text = _text(exc).splitlines()
+    text = errors.text_of(exc).splitlines()
     return f"raised {type(exc).__name__}: {text[0]}" if text and text[0] else f"raised {type(exc).__name__}"
+
+
+def main(argv: list[str]) -> int:
+    """The child: `python -m cglint.verify.child EVENTS FAULTS SCRIPT [ARGS...]`."""
+    events_path, fault_path, script, *args = argv
+    outcome = run_script(script, args, events.Writer(events_path), fault_path)
+    return 1 if outcome.failed else 0
