@@ -14,7 +14,7 @@ from typing import Any, Optional
 import torch
 
 from cglint.findings import Region
-from cglint.verify import frames, synchooks
+from cglint.verify import frames, guards, synchooks
 from cglint.verify.instrument import Instrumentation
 from cglint.verify.recorder import Recorder
 from cglint.verify.session import GraphInfo, Session
@@ -32,7 +32,7 @@ def _start(session: Session, kind: str, graph: Any = None) -> Instrumentation:
     session.graphs.append(GraphInfo(f"{region.path}:{region.line} ({kind})" if region else "?", kind, True, 0.0))
     _depth[0] += 1
     owned = tuple(getattr(graph, "generators", ()))
-    return Instrumentation(recorder, gpu=False, owned_generators=owned).start()
+    return Instrumentation(recorder, gpu=False, owned_generators=owned, guard_reads=True).start()
 
 
 def _stop(inst: Optional[Instrumentation]) -> None:
@@ -89,6 +89,7 @@ def install(session: Session) -> None:
 
         def replay(self) -> None:
             session.note("replay() did nothing: graphs are not replayed in CPU trace mode")
+            guards.check_replay(self._inst, session)
 
         def reset(self) -> None: ...
         def pool(self) -> tuple:
@@ -101,6 +102,8 @@ def install(session: Session) -> None:
 
         def __enter__(self) -> None:
             self._inst = _start(session, "torch.cuda.graph", self.cuda_graph)
+            if self.cuda_graph is not None:
+                self.cuda_graph._inst = self._inst  # its replay() checks this capture's guards
 
         def __exit__(self, *exc: object) -> bool:
             _stop(self._inst)
@@ -109,13 +112,15 @@ def install(session: Session) -> None:
     def make_graphed_callables(callables: Any, sample_args: Any, *args: Any, **kwargs: Any) -> Any:
         single = not isinstance(callables, tuple)
         fns, samples = ((callables,), (sample_args,)) if single else (callables, sample_args)
+        graphed = []
         for fn, sample in zip(fns, samples):
             inst = _start(session, "make_graphed_callables")
             try:
                 fn(*sample)
             finally:
                 _stop(inst)
-        return callables
+            graphed.append(guards.graphed(fn, inst, session))
+        return graphed[0] if single else tuple(graphed)
 
     def stream_ctx(stream: Any = None) -> Any:
         return contextlib.nullcontext()
