@@ -310,8 +310,8 @@ class Collector:
             self._importing += 1  # a lazy import's module code is not the region's work
             return _chained(self._import_done, previous)
         if frames.is_user_code(code):
-            if code.co_name == "<module>":
-                return previous  # a module imported during the capture: not the region's work
+            if code.co_name == "<module>" or code.co_filename.startswith("<"):
+                return previous  # module code run by an import; code made by exec (dataclass __init__)
             self._lines[frame] = set()
             mine = self._local
         elif code.co_name == "forward" and code.co_varnames[:1] == ("self",):
@@ -447,6 +447,8 @@ def _root(frame: FrameType, local: Any, site: readplan.ReadSite) -> Optional[tup
     if value is _MISSING or isinstance(value, torch.Tensor):
         return None
     if site.kind == "deref" and not site.steps:
+        if not guardable(value):
+            return None
         cell = _cell(frame.f_code, site.root, value)
         if cell is None:
             return None
