@@ -1,4 +1,4 @@
-"""The command line: `cglint check`, `cglint rule CODE`, `cglint rules`, `cglint verify`.
+"""The command line: `cglint check`, `cglint rule CODE`, `cglint rules`, `cglint verify`, `cglint server`.
 
 Exit codes (as ruff): 0 no findings, 1 findings, 2 usage, configuration or internal error.
 """
@@ -53,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     rule.add_argument("code")
     commands.add_parser("rules", help="list every rule")
 
+    commands.add_parser("server", help="serve diagnostics and fixes to an editor (Language Server Protocol over stdio)")
+
     verify = commands.add_parser("verify", help="run a script with every CUDA-graph capture instrumented", add_help=False)
     verify.add_argument("rest", nargs=argparse.REMAINDER)
     return parser
@@ -89,6 +91,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return run_rule(args.code, sys.stdout)
         if args.command == "rules":
             return run_rules(sys.stdout)
+        if args.command == "server":
+            return run_server()
         parser.print_help()
         return EXIT_ERROR
     except UsageError as exc:
@@ -281,6 +285,17 @@ def _write_markdown(text: str, stream: TextIO) -> None:
         console.print(Markdown(text))
     else:
         stream.write(text)
+
+
+def run_server() -> int:
+    try:
+        import pygls  # noqa: F401
+    except ImportError:
+        raise UsageError('`cglint server` needs pygls: pip install "cglint[server]"') from None
+    from cglint.lsp.server import serve
+
+    serve()
+    return EXIT_CLEAN
 
 
 def run_rules(stream: TextIO) -> int:

@@ -49,6 +49,16 @@ CAPTURE = "capture"  # the capture site itself (`with torch.cuda.graph(...)`, ca
 RUNTIME = "runtime"  # reported by the runtime verifier only
 SCOPES = (REGION, REPLAY, CAPTURE, RUNTIME)
 
+# Which captures a rule's claim is true for (docs/compiled.md). A raw capture
+# (torch.cuda.graph, capture_begin, make_graphed_callables, a capture helper) runs the
+# Python once and replays the recorded kernels; a function compiled with CUDA graphs
+# (torch.compile(mode="reduce-overhead")) is traced by Dynamo, which breaks the graph
+# where it cannot trace, guards Python values and replays side effects.
+RAW = "raw"
+COMPILED = "compiled"
+ANY_CAPTURE = "any"
+APPLIES_TO = (RAW, COMPILED, ANY_CAPTURE)
+
 EXPECT_MARKER = re.compile(r"#\s*expect:\s*(CG\d{3}(?:\s*,\s*CG\d{3})*)")
 
 
@@ -76,6 +86,8 @@ class Rule:
     why: ClassVar[str]  # documentation: what happens on a GPU
     fix_safety: ClassVar[str] = "No automatic fix."
     scope: ClassVar[str] = REGION
+    # The captures whose code and sites the engine hands this rule (one of APPLIES_TO).
+    applies_to: ClassVar[str] = RAW
     nodes: ClassVar[tuple[type, ...]] = ()
     # Hits of this rule in one function are one finding: the first, with the count and the
     # other lines as related locations. For hazards that are one decision however often they
@@ -112,10 +124,11 @@ class Rule:
 
 def rules_defined_in(namespace: dict[str, Any]) -> tuple[type[Rule], ...]:
     """The rules a module's namespace defines, in the order it defines them (imported ones
-    are not its own)."""
+    are not its own; a base class named with a leading underscore is not a rule)."""
     return tuple(
-        value for value in list(namespace.values())
+        value for name, value in list(namespace.items())
         if isinstance(value, type) and issubclass(value, Rule) and value is not Rule and value.__module__ == namespace["__name__"]
+        and not name.startswith("_")
     )
 
 
@@ -137,6 +150,8 @@ def contract_problems(rule: type[Rule], dispatched: Collection[type]) -> list[st
         problems.append(f"category {rule.category!r} is not one of {', '.join(CATEGORIES)}")
     if rule.severity not in SEVERITIES:
         problems.append(f"severity {rule.severity!r} is not one of {', '.join(SEVERITIES)}")
+    if rule.applies_to not in APPLIES_TO:
+        problems.append(f"applies_to {rule.applies_to!r} is not one of {', '.join(APPLIES_TO)}")
     if rule.scope not in SCOPES:
         problems.append(f"scope {rule.scope!r} is not one of {', '.join(SCOPES)}")
     if rule.scope == RUNTIME:
@@ -185,7 +200,7 @@ class RuleDoc:
             use_instead=rule.valid[0].strip("\n") if rule.valid else None,
             fix_hint=_placeholders(rule.fix_hint),
             fix_safety=rule.fix_safety,
-            where=_WHERE.get(rule.scope, ""),
+            where=" ".join(filter(None, (_WHERE.get(rule.scope, ""), _APPLIES.get(rule.applies_to, "") if rule.scope != RUNTIME else ""))),
             evidence=_evidence_line(rule.code, rule.severity),
         )
 
@@ -215,6 +230,16 @@ _WHERE = {
     CAPTURE: "The capture site itself and the statements around it.",
     RUNTIME: "Reported by `cglint verify` only, from a real capture.",
 }
+
+_APPLIES = {
+    RAW: "Not in functions compiled with CUDA graphs, where this claim does not hold (docs/compiled.md).",
+    COMPILED: "Only in functions compiled with CUDA graphs (`torch.compile(mode=\"reduce-overhead\")`, docs/compiled.md).",
+}
+
+
+def applies(rule: "type[Rule] | Rule", compiled: bool) -> bool:
+    """Whether a rule's claim holds for a compiled region (`compiled`) or a raw capture."""
+    return rule.applies_to == ANY_CAPTURE or rule.applies_to == (COMPILED if compiled else RAW)
 
 
 def _flagged(example: str) -> str:

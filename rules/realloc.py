@@ -6,6 +6,8 @@ leaves the graph reading stale (or reused) memory, silently.
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import libcst as cst
 
 from cglint.engine.syntax import assigned_names, code_of, descendants
@@ -13,13 +15,28 @@ from cglint.engine.values import Kind
 from cglint.rule import REPLAY, Hit, Rule
 
 
-def _captured_target(target: cst.BaseExpression, ctx) -> str:
+def _captured_target(target: cst.BaseExpression, value: Optional[cst.BaseExpression], ctx) -> str:
     """The name or attribute a capture used, if `target` rebinds one."""
     if isinstance(target, cst.Name) and target.value in ctx.captured_names:
         if ctx.value(target).kind in (Kind.TENSOR, Kind.CPU_TENSOR, Kind.UNKNOWN):
             return target.value
-    attr = ctx.captured_attribute(target)
-    return code_of(target) if attr else ""
+    if ctx.captured_attribute(target):
+        return code_of(target)
+    return code_of(target) if _replaces_parameter(target, value, ctx) else ""
+
+
+def _replaces_parameter(target: cst.BaseExpression, value: Optional[cst.BaseExpression], ctx) -> bool:
+    """`model.fc.weight.data = w` or `model.fc.weight = nn.Parameter(w)` on a module the
+    capture used: the graph keeps the old parameter's memory (load new weights with
+    `param.copy_(w)` under `torch.no_grad()`)."""
+    if not isinstance(target, cst.Attribute):
+        return False
+    root = target.value
+    while isinstance(root, cst.Attribute):
+        root = root.value
+    if not (isinstance(root, cst.Name) and root.value in ctx.captured_names):
+        return False
+    return target.attr.value == "data" or (isinstance(value, cst.Call) and (ctx.call_name(value) or "").endswith("Parameter"))
 
 
 def _kept_by_graph(value) -> str:
@@ -87,6 +104,20 @@ class Runner:
         self.graph.replay()
         return self.static_y
 ''',
+        '''
+import torch
+
+model = load_model()
+static_x = torch.zeros(8, 16, device="cuda")
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    static_y = model(static_x)
+
+for checkpoint in checkpoints:
+    model.weight.data = checkpoint["weight"].cuda()  # expect: CG401
+    model.bias = torch.nn.Parameter(checkpoint["bias"].cuda())  # expect: CG401
+    g.replay()
+''',
     )
     valid = (
         '''
@@ -108,7 +139,7 @@ for batch in loader:
         targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
         for target in targets:
             for leaf in assigned_names(target):
-                name = _captured_target(leaf, ctx)
+                name = _captured_target(leaf, node.value, ctx)
                 if name and not _derived_from_itself(leaf, node.value) and ctx.replay_follows():
                     yield Hit(leaf, {"name": name, "kept": _kept_by_graph(ctx.value(leaf))}, capture=ctx.capture_using(leaf))
 
@@ -274,7 +305,7 @@ del static_x, static_y, g
 
     def check(self, node, ctx):
         for leaf in assigned_names(node.target):
-            name = _captured_target(leaf, ctx)
+            name = _captured_target(leaf, None, ctx)
             if name and ctx.value(leaf).kind is not Kind.HOST and ctx.replay_follows():  # a number holds no memory
                 yield Hit(node, {"name": name}, capture=ctx.capture_using(leaf))
                 return

@@ -196,7 +196,7 @@ def test_region_kinds_in_json_name_every_form_of_capture(tmp_path, monkeypatch, 
     """The region kinds are a contract (docs/design.md, JSON output): these exact strings."""
     monkeypatch.chdir(tmp_path)
     write_project(tmp_path, EVERY_FORM)
-    (tmp_path / "cglint.toml").write_text('select = ["CG501"]\ncapture-functions = ["runner_capture"]\ncaptured = ["decode_step"]\n')
+    (tmp_path / "cglint.toml").write_text('select = ["CG501", "CG508"]\ncapture-functions = ["runner_capture"]\ncaptured = ["decode_step"]\n')
     code, out, _ = run(["check", "--no-cache", "--format", "json", "forms.py"], capsys)
     assert code == 1
     found = {(f["line"], f["region"]["line"], f["region"]["kind"]) for f in json.loads(out)["findings"]}

@@ -2,6 +2,8 @@
 each reduced to the pattern that triggered it."""
 from __future__ import annotations
 
+import pytest
+
 from tests.helpers import by_file, capture_script, codes_lines, findings
 
 
@@ -291,3 +293,118 @@ def test_arguments_of_the_captured_call_choose_the_path(tmp_path):
         select=["CG101"],
     )
     assert codes_lines(found) == {("CG101", 3)}
+
+
+SETUP_THEN_CAPTURE = """
+import torch
+import torch.nn as nn
+
+
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+        self.scale = 1.0
+        self.bias_on = True
+
+    def set_scale(self, s):
+        self.scale = s
+
+    def disable_bias(self):
+        self.bias_on = False
+
+    def forward(self, x):
+        y = self.proj(x) * self.scale
+        if self.bias_on:
+            y = y + 1
+        return y
+
+
+def main():
+    head = Head().cuda()
+    head.set_scale(0.5)
+    head.disable_bias()
+    x = torch.zeros(2, 8, device="cuda")
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        head(x)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = head(x)
+    for _ in range(3):
+REPLAY_LOOP
+"""
+
+
+@pytest.mark.parametrize(
+    "loop, expected",
+    [
+        # Configuration methods run while the model is built, before the first capture: setup.
+        ("        g.replay()", set()),
+        # The same methods called in the replay loop change what the graph froze.
+        ("        head.set_scale(0.25)\n        head.disable_bias()\n        g.replay()", {("CG601", 19), ("CG202", 20)}),
+    ],
+)
+def test_setters_count_only_when_called_between_replays(tmp_path, loop, expected):
+    found = findings(tmp_path, {"head.py": SETUP_THEN_CAPTURE.replace("REPLAY_LOOP", loop)}, select=["CG601", "CG202"])
+    assert codes_lines(found) == expected
+
+
+def test_star_imported_helpers_and_setup_before_a_capture_helper(tmp_path):
+    # A model package re-exporting its kernels with `from .ops import *` (through two
+    # modules), and a launcher that configures the model, then captures through its own
+    # `capture_graph(model, ...)`: the nonzero is reached; the setter ran before the capture.
+    found = findings(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/_impl.py": """
+            import torch
+
+            def helper_op(x):
+                idx = x.nonzero()
+                return idx.float().sum()
+            """,
+            "pkg/ops.py": "from ._impl import *\n",
+            "pkg/layers.py": """
+            import torch.nn as nn
+            from .ops import *
+
+            class Head(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.temperature = 1.0
+
+                def set_temperature(self, t):
+                    self.temperature = t
+
+                def forward(self, x):
+                    return x * self.temperature + helper_op(x)
+            """,
+            "pkg/run.py": """
+            import torch
+            from .layers import Head
+
+            def capture_graph(model, x):
+                s = torch.cuda.Stream()
+                with torch.cuda.stream(s):
+                    model(x)
+                torch.cuda.current_stream().wait_stream(s)
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    out = model(x)
+                return g, out
+
+            def main():
+                head = Head()
+                head.set_temperature(0.7)
+                x = torch.zeros(8, device="cuda")
+                g, out = capture_graph(head, x)
+                for _ in range(10):
+                    g.replay()
+            """,
+        },
+        select=["sync", "frozen-scalar"],
+    )
+    assert by_file(found, tmp_path) == {("pkg/_impl.py", "CG105", 4)}

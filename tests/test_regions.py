@@ -115,7 +115,7 @@ def test_torch_compile_reduce_overhead_as_decorator_and_call():
     fast = torch.compile(called, mode="reduce-overhead")
     also = torch.compile(plain, mode="default")
     """
-    assert lines(source) == {("CG107", 5), ("CG105", 8)}
+    assert lines(source) == {("CG112", 5), ("CG112", 8)}  # graph breaks, not capture failures (docs/compiled.md)
 
 
 def test_torch_compile_cudagraph_options_and_compiled_modules():
@@ -129,7 +129,7 @@ def test_torch_compile_cudagraph_options_and_compiled_modules():
 
     net = torch.compile(Net(), options={"triton.cudagraphs": True})
     """
-    assert lines(source) == {("CG103", 5)}
+    assert lines(source) == {("CG112", 5)}
 
 
 def test_contextmanager_capture_helper_is_detected_across_files(tmp_path):
@@ -281,4 +281,4 @@ def test_cudagraphs_backend_of_torch_compile():
 
     fast = torch.compile(step, backend="cudagraphs")
     """
-    assert lines(source) == {("CG107", 4)}
+    assert lines(source) == {("CG112", 4)}

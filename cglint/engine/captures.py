@@ -14,7 +14,7 @@ import libcst as cst
 from cglint.engine.api import tables
 from cglint.engine.definitions import FunctionInfo, ModuleInfo
 from cglint.engine.syntax import call_method, code_of, keyword, positional, string_value
-from cglint.engine.values import evaluate
+from cglint.engine.values import Value, evaluate
 
 if TYPE_CHECKING:
     from cglint.engine.scope import Scope
@@ -109,22 +109,24 @@ def captured_callables(call: cst.Call, scope: "Scope") -> Optional[tuple[Capture
             return None
         items = [e.value for e in first.elements] if isinstance(first, (cst.Tuple, cst.List)) else [first]
         return CaptureKind.GRAPHED_CALLABLES, items
-    if qualified in names.compile and compiles_cudagraphs(call):
+    if qualified in names.compile and compiles_cudagraphs(call, scope):
         args = positional(call)
         if args:
             return CaptureKind.COMPILED, [args[0]]
     return None
 
 
-def compiles_cudagraphs(call: cst.Call) -> bool:
-    """torch.compile(mode="reduce-overhead"), backend="cudagraphs", or options that turn cudagraphs on."""
+def compiles_cudagraphs(call: cst.Call, scope: Optional["Scope"] = None) -> bool:
+    """torch.compile(mode="reduce-overhead"), backend="cudagraphs", or options that turn cudagraphs on.
+    A mode or backend may be a module constant or a parameter with a literal default
+    (`def build(mode="reduce-overhead"): torch.compile(m, mode=mode)`)."""
     names = tables().capture
-    if string_value(keyword(call, "mode")) in names.cudagraph_modes:
+    if _string(keyword(call, "mode"), scope) in names.cudagraph_modes:
         return True
     backend = keyword(call, "backend")
     if backend is None and isinstance(call.func, cst.Attribute) and call.func.attr.value == "optimize" and call.args:
         backend = call.args[0].value  # torch._dynamo.optimize("cudagraphs")
-    if string_value(backend) in names.cudagraph_backends:
+    if _string(backend, scope) in names.cudagraph_backends:
         return True
     options = keyword(call, "options")
     if isinstance(options, cst.Dict):
@@ -135,11 +137,32 @@ def compiles_cudagraphs(call: cst.Call) -> bool:
     return False
 
 
+def _string(expr: Optional[cst.BaseExpression], scope: Optional["Scope"]) -> Optional[str]:
+    """A string literal, a name bound to one (a module constant), or a parameter's literal default."""
+    found = string_value(expr)
+    if found is not None or not isinstance(expr, cst.Name) or scope is None:
+        return found
+    const = evaluate(expr, scope).const
+    if isinstance(const, str):
+        return const
+    for param in scope.function.params:
+        if param.name.value == expr.value and param.default is not None:
+            return string_value(param.default)
+    return None
+
+
+def fullgraph(capture: Capture) -> bool:
+    """Whether a compiled region was compiled with `fullgraph=True` (a graph break is then a compile error)."""
+    node = capture.site.node
+    value = keyword(node, "fullgraph") if isinstance(node, cst.Call) else None
+    return isinstance(value, cst.Name) and value.value == "True"
+
+
 def compile_decorator(function: FunctionInfo, scope: "Scope") -> Optional[cst.Decorator]:
     for decorator in function.decorators:
         expr = decorator.decorator
         if isinstance(expr, cst.Call) and scope.qualname(expr.func) in tables().capture.compile:
-            if compiles_cudagraphs(expr):
+            if compiles_cudagraphs(expr, scope):
                 return decorator
     return None
 
@@ -154,3 +177,19 @@ def site(module: ModuleInfo, node: cst.CSTNode, text: Optional[str] = None) -> T
 
 def with_label(item: Union[cst.WithItem, cst.CSTNode]) -> str:
     return "with " + code_of(item.item if isinstance(item, cst.WithItem) else item)
+
+
+def compiled_site(value: Value, scope: "Scope") -> Optional[cst.CSTNode]:
+    """The site of a callable compiled with CUDA graphs that `value` is: the `torch.compile(...)`
+    call it came from, or the compile decorator of the function it names."""
+    from cglint.engine.scope import Scope
+
+    origin = value.origin
+    if value.tag == "compiled" and origin is not None:
+        return origin.call if compiles_cudagraphs(origin.call, Scope(scope.project, origin.function)) else None
+    for target in value.targets:
+        if isinstance(target, FunctionInfo):
+            decorator = compile_decorator(target, Scope(scope.project, target))
+            if decorator is not None:
+                return decorator.decorator
+    return None

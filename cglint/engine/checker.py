@@ -29,7 +29,7 @@ from cglint.engine.state import StateFacts
 from cglint.engine.syntax import call_method, called_names, code_of, decorator_callee, descendants, dotted_name, identifiers
 from cglint.engine.values import TENSOR, Value, evaluate
 from cglint.engine.walk import Mode, Walker
-from cglint.rule import CAPTURE, REGION, REPLAY, Hit, Rule
+from cglint.rule import CAPTURE, REGION, REPLAY, Hit, Rule, applies
 
 # Names that any function starting a region, replaying a graph or defining a capture helper uses.
 CAPTURE_NAMES = frozenset(
@@ -100,10 +100,12 @@ class Engine:
         self._helpers: dict[int, Helper] = {}
         self._yields: set[int] = set()
         self._param_calls: dict[int, set[str]] = {}
-        self._replayers: dict[int, FunctionInfo] = {}
+        self._replayers: dict[int, FunctionInfo] = {}  # functions that call replay() or a compiled function
+        self._compiled_names: set[str] = set()
         self._host_writes: dict[tuple, list] = {}
+        self._capturing_callers: set[int] = set()
         self._host_calls: list[tuple] = []  # (caller, callees or (call, env), after_capture)
-        self._replay_writes: Optional[dict[tuple, FunctionInfo]] = None
+        self._replay_writes: Optional[tuple[dict[tuple, FunctionInfo], set]] = None  # _host_call_facts
         self._deferred: dict[int, tuple] = {}
         self._constructions: dict[int, list] = {}
         self._construction_search: set[int] = set()
@@ -181,7 +183,8 @@ class Engine:
                     self.helper(capture.function)
         finally:
             self.project.only_capturing = False
-        return {h.name.rsplit(".", 1)[-1] for h in self._helpers.values() if h.context or h.callable_params}
+        helpers = {h.name.rsplit(".", 1)[-1] for h in self._helpers.values() if h.context or h.callable_params}
+        return helpers | self._compiled_names
 
     def _guarded(self, module: ModuleInfo, work: Callable[[], None]) -> None:
         # One broken construct must not cost the user the findings of every other file.
@@ -203,6 +206,7 @@ class Engine:
             decorator = captures.compile_decorator(function, Scope(self.project, function))
             if decorator is not None:
                 self.capture_callables(function, decorator.decorator, CaptureKind.COMPILED, [function], tensor_args=True)
+                self._compiled_names.add(function.name)
 
     def discover(self, function: FunctionInfo, env: dict[str, Value]) -> None:
         if function.key in self._discovered:
@@ -245,6 +249,7 @@ class Engine:
             self._push(Job(target, args, capture, (capture.site,)), _job_key(target, args))
 
     def _push(self, job: Job, key: tuple) -> None:
+        key += (job.capture.kind is CaptureKind.COMPILED,)  # compiled regions have their own rules: walked apart
         if key not in self._jobs_seen:
             self._jobs_seen.add(key)
             self._queue.append(job)
@@ -312,15 +317,23 @@ class Engine:
         """`model.eval()` / `model.train()` outside regions: `self.training` changes."""
         self._host_writes.setdefault(("attr", "training"), []).append((function, after_capture))
 
-    def _between_replays(self, function: FunctionInfo, after_capture: bool) -> bool:
-        return after_capture or (self.calls_replay(function) and not self.captures_in(function))
+    def note_capture_call(self, function: FunctionInfo) -> None:
+        """`function` captures through a call (`capture_graph(model, x)`): its code before
+        that call runs before the capture."""
+        self._capturing_callers.add(function.key)
+
+    def between_replays(self, function: FunctionInfo, after_capture: bool) -> bool:
+        """Whether code of `function` runs between replays: after a capture in it, or in a
+        function that replays a graph captured elsewhere."""
+        captures = self.captures_in(function) or function.key in self._capturing_callers
+        return after_capture or (self.calls_replay(function) and not captures)
 
     def changed_between_replays(self, key: tuple) -> Optional[FunctionInfo]:
         """The function that changes this name or attribute after a capture or around replay()."""
         for function, after_capture in self._host_writes.get(key, ()):
             if key[0] == "name" and key[-1] in self.replay_selectors(function):
                 continue  # `bs = pad(n); graphs[bs].replay()`: it picks a graph, each keeps its own value
-            if self._between_replays(function, after_capture):
+            if self.between_replays(function, after_capture):
                 return function
         return None
 
@@ -330,21 +343,32 @@ class Engine:
 
     def _writes_between_replays(self) -> dict[tuple, FunctionInfo]:
         """State keys (replay_writes.py) that functions called between replays change."""
+        return self._host_call_facts()[0]
+
+    def called_only_before_replays(self, function: FunctionInfo) -> bool:
+        """Seen called outside captures, and never between replays: a `set_scale()` run while
+        the model is built, before the first capture (its writes are setup, not steady state)."""
+        return function.key in self._host_call_facts()[1]
+
+    def _host_call_facts(self) -> tuple[dict[tuple, FunctionInfo], set]:
         if self._replay_writes is None:
-            self._replay_writes = {}
+            writes: dict[tuple, FunctionInfo] = {}
+            between, before = set(), set()
             for caller, callees, after_capture in self._host_calls:
-                if not self._between_replays(caller, after_capture):
-                    continue
                 if isinstance(callees, tuple):
                     call, env = callees
                     callees = evaluate(call.func, Scope(self.project, caller, env)).targets
+                in_loop = self.between_replays(caller, after_capture)
                 for function in callees:
                     # A constructor builds a new object: the captured one keeps its state.
-                    if isinstance(function, FunctionInfo) and function.name not in ("__init__", "__post_init__"):
+                    if not isinstance(function, FunctionInfo) or function.name in ("__init__", "__post_init__"):
+                        continue
+                    (between if in_loop else before).add(function.key)
+                    if in_loop:
                         for key in writes_of(self.project, function):
-                            self._replay_writes.setdefault(key, function)
+                            writes.setdefault(key, function)
+            self._replay_writes = (writes, before - between)
         return self._replay_writes
-
     def replay_receivers(self, function: FunctionInfo) -> list:
         """The graph expressions a function replays (`g`, `self.graphs[bs]`)."""
         return self.project.cached(("replays", function.key), lambda: [
@@ -371,6 +395,14 @@ class Engine:
                     env = {} if function is module.body_function else initial_env(self.project, function)
                     self._guarded(module, lambda: Walker(self, function, env, Mode.DISCOVER).run())
         return self._constructions.get(id(cls), [])
+
+    def note_compiled_names(self, targets: Iterable[cst.BaseExpression]) -> None:
+        """Names bound to callables compiled with CUDA graphs (`self.step = torch.compile(...)`):
+        the functions that call them are found by a second scan, like capture helpers."""
+        for target in targets:
+            name = target.attr.value if isinstance(target, cst.Attribute) else target.value if isinstance(target, cst.Name) else None
+            if name:
+                self._compiled_names.add(name)
 
     def note_replay(self, function: FunctionInfo) -> None:
         self._replayers[function.key] = function
@@ -507,16 +539,21 @@ class Engine:
 
     # --- rules ---------------------------------------------------------------
     def run_rules(self, rules: dict[type, list[Rule]], node: cst.CSTNode, walker: Walker) -> None:
+        job = walker.job
+        known = job.capture if job else walker.site
         for rule in rules.get(type(node), ()):
+            if known is not None and not applies(rule, known.kind is CaptureKind.COMPILED):
+                continue  # a raw-capture claim in a compiled region, or the reverse (docs/compiled.md)
             for hit in rule.check(node, walker.ctx):
                 if not isinstance(hit, Hit):
                     hit = Hit(hit)
+                capture = known or hit.capture  # capture rules report their site
+                if known is None and not applies(rule, capture is not None and capture.kind is CaptureKind.COMPILED):
+                    continue
                 key = (id(hit.node), rule.code)
                 if key in self._seen_hits:
                     continue
                 self._seen_hits.add(key)
-                job = walker.job
-                capture = job.capture if job else walker.site or hit.capture  # capture rules report their site
                 self.hits.append(
                     RawHit(
                         rule,

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Optional, Union
 import libcst as cst
 
 from cglint.engine.api import tables
-from cglint.engine.captures import Capture, capture_method
+from cglint.engine import captures
+from cglint.engine.captures import Capture, CaptureKind, capture_method
 from cglint.engine.definitions import ClassInfo, FunctionInfo
 from cglint.engine.scope import Scope
 from cglint.engine.syntax import call_method, descendants
@@ -182,6 +183,18 @@ class Context:
                     if found is not None:
                         return found
         return None
+
+    def compiled_capture(self, call: cst.Call) -> Optional[Capture]:
+        """The compiled region a call runs, when it calls a function or module compiled with
+        CUDA graphs (`step = torch.compile(model, mode="reduce-overhead")`; `step(x)`)."""
+        site = captures.compiled_site(self.value(call.func), self._walker.scope)
+        return self._walker.engine.capture_at(site) if site is not None else None
+
+    @property
+    def fullgraph(self) -> bool:
+        """Whether the compiled region at hand was compiled with `fullgraph=True`."""
+        capture = self.capture
+        return capture is not None and capture.kind is CaptureKind.COMPILED and captures.fullgraph(capture)
 
     def _replayed_captures(self) -> list:
         engine = self._walker.engine

@@ -146,6 +146,7 @@ class ModuleInfo:
     is_package: bool
     root: Path  # the folder imports of this module resolve from first
     imports: dict[str, str] = field(default_factory=dict)  # local name -> qualified name
+    star_imports: list[str] = field(default_factory=list)  # modules of `from m import *`
     functions: dict[str, FunctionInfo] = field(default_factory=dict)
     classes: dict[str, ClassInfo] = field(default_factory=dict)
     globals: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)

@@ -52,6 +52,8 @@ def _index(module: ModuleInfo, outline: Optional[Outline], lazy: bool) -> bool:
             base = dotted_name(node.module) if node.module is not None else None
             origin = module.absolute(len(node.relative), base) if node.relative else (base or "")
             if isinstance(node.names, cst.ImportStar):
+                if origin:
+                    module.star_imports.append(origin)
                 continue
             for alias in node.names:
                 name = alias.name.value if isinstance(alias.name, cst.Name) else dotted_name(alias.name)

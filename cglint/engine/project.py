@@ -226,12 +226,25 @@ class Project:
                 found = self.resolve(target, module, depth + 1)
         if found is None and module.is_package:
             found = self.module(f"{module.name}.{head}", module)
+        if found is None:
+            found = self.star_imported(module, head, depth)
         if found is None or not tail:
             return found
         if isinstance(found, ModuleInfo):
             return self._member(found, tail, depth)
         if isinstance(found, ClassInfo) and len(tail) == 1:
             return self.method(found, tail[0])
+        return None
+
+    def star_imported(self, module: ModuleInfo, name: str, depth: int = 0) -> Optional[Definition]:
+        """`name` brought in by `from .ops import *` (through chains of them), from the
+        project's modules only; `__all__` is not read: a name the module defines is enough."""
+        for origin in module.star_imports:
+            source = self.module(origin, module)
+            if source is not None and source is not module:
+                found = self._member(source, [name], depth + 1) if depth < _MAX_REEXPORTS else None
+                if found is not None:
+                    return found
         return None
 
     def bases(self, cls: ClassInfo) -> list[ClassInfo]:

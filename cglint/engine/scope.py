@@ -48,7 +48,15 @@ class Scope:
             return f"{self.module.name}.{name}"
         if name in self.module.globals or name == self._self_name:
             return None
-        return name if name in _BUILTINS else None
+        if name in _BUILTINS:
+            return name
+        if self.module.star_imports:  # `from .ops import *` then `helper_op(x)`
+            found = self.project.star_imported(self.module, name)
+            if isinstance(found, ClassInfo):
+                return found.qualname
+            if isinstance(found, FunctionInfo):
+                return f"{found.module.name}.{found.qualname}"
+        return None
 
     def lookup(self, name: str) -> Value:
         if name in self.env:

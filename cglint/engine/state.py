@@ -79,6 +79,8 @@ class StateFacts:
             for write in klass.attr_writes(attr):
                 if write.method.name in _SETUP_METHODS or id(write.method) in setup:
                     continue
+                if self.engine.called_only_before_replays(write.method):
+                    continue  # `model.set_scale(0.5)` while building, before the capture
                 if write.augmented:
                     return f"is updated in {write.method.qualname}()"
                 if any_write or _is_toggle(write.value):

@@ -199,7 +199,11 @@ def _evaluate(expr: cst.BaseExpression, scope: "Scope") -> Value:
             return Value(Kind.HOST, data=any(v.data for v in elements), const=_literal(expr))
         return UNKNOWN
     if isinstance(expr, cst.Dict):
-        return HOST if not expr.elements else UNKNOWN
+        # `{"scale": 1.0, "top_k": 50}`: options held on `self`, read by captured code.
+        parts = [p for e in expr.elements if isinstance(e, cst.DictElement) for p in (e.key, e.value)]
+        if len(parts) == 2 * len(expr.elements) and all(evaluate(p, scope).is_host for p in parts):
+            return HOST
+        return UNKNOWN
     if isinstance(expr, cst.Lambda):
         return Value(Kind.OBJECT, targets=(FunctionInfo(scope.module, expr, "<lambda>", "<lambda>", scope.cls, scope.function),))
     return UNKNOWN

@@ -166,6 +166,8 @@ class Walker:
             value = evaluate(node.value, self.scope)
             for target in node.targets:
                 self.bind(target.target, value, node.value)
+            if self.mode is Mode.DISCOVER and captures.compiled_site(value, self.scope) is not None:
+                self.engine.note_compiled_names(n for t in node.targets for n in assigned_names(t.target))
         elif isinstance(node, cst.AnnAssign):
             if node.value is not None:
                 self.expr(node.value)
@@ -367,10 +369,19 @@ class Walker:
             self.engine.note_replay(self.function)
         if self.mode is Mode.DISCOVER:
             self.discover_call(node)
+        elif self.mode is Mode.REPLAY and not self.in_region:
+            for function, _ in self.callees(node):
+                self.note_capturing_call(function)
         elif self.mode is Mode.REGION and self.in_region:
             assert self.job is not None
             self.job.capture.calls.update(captures.call_keys(node, self.scope))
             self.follow(node)
+
+    def note_capturing_call(self, function: FunctionInfo) -> None:
+        """`g, out = capture_graph(model, x)`: what follows the call runs after a capture."""
+        if not self.in_region and self.engine.captures_in(function):
+            self.engine.note_capture_call(self.function)
+            self.after_capture = True
 
     def discover_call(self, node: cst.Call) -> None:
         found = captures.captured_callables(node, self.scope)
@@ -382,6 +393,8 @@ class Walker:
             # A capture function of another package, named in the configuration.
             self.capture_targets(node, CaptureKind.HELPER, [a.value for a in node.args], helper=qualified or "")
         callees = self.callees(node)
+        if not self.in_region and captures.compiled_site(evaluate(node.func, self.scope), self.scope) is not None:
+            self.engine.note_replay(self.function)  # calling a function compiled with CUDA graphs replays them
         if not self.in_region:
             resolved = [function for function, _ in callees]
             self.engine.note_host_call(self.function, resolved, node, {} if resolved else dict(self.scope.env), self.after_capture)
@@ -398,6 +411,7 @@ class Walker:
             if helper.callable_params:
                 exprs = [arg for param, arg in self.arguments(function, node, True) if param in helper.callable_params]
                 self.capture_targets(node, CaptureKind.HELPER, exprs, helper=helper.name)
+            self.note_capturing_call(function)
         if self.in_region and isinstance(node.func, cst.Name):
             if node.func.value in {p.name.value for p in self.function.params}:
                 self.engine.note_parameter_call(self.function, node.func.value)
@@ -512,5 +526,5 @@ class Walker:
         if self.mode is Mode.REPLAY and not self.in_region:
             # Between replays: after a capture in this function, or anywhere in a
             # function that replays a graph captured elsewhere (a runner's __call__).
-            if self.after_capture or (self.engine.calls_replay(self.function) and not self.engine.captures_in(self.function)):
+            if self.engine.between_replays(self.function, self.after_capture):
                 self.engine.run_rules(self.engine.replay_rules, node, self)

@@ -1,0 +1,738 @@
+"""Functions compiled with CUDA graphs: `torch.compile(mode="reduce-overhead")`.
+
+A compiled function is not a raw capture (docs/compiled.md). TorchDynamo traces its
+Python: what it cannot trace becomes a graph break, and the function runs as several
+CUDA-graphed partitions with eager code between them; Python values it reads are
+guarded, and a changed value recompiles; side effects on attributes are replayed. So
+`.item()`, `print(t)` or `random.uniform()` in a compiled function neither fail a capture
+nor freeze: they cost speed. What does go silently wrong are outputs kept past the next
+call, which the next replay overwrites in the CUDA-graph tree's memory pool.
+
+The graph-break rules recognise the same constructs as the raw-capture rules (each names
+the rules whose detection it reuses in `constructs`) and say what they mean here.
+"""
+from __future__ import annotations
+
+from typing import Iterator, Optional
+
+import libcst as cst
+
+from cglint.engine.syntax import call_method, code_of, descendants, positional
+from cglint.engine.values import Kind
+from cglint.rule import COMPILED, REPLAY, Hit, Rule
+from cglint.rules.control_flow import HostStateCondition, TensorCondition
+from cglint.rules.dynamic_shape import StaleHostSize
+from cglint.rules.frozen_scalar import FrozenHostValue
+from cglint.rules.host_effect import FileIOInCapture, HostCounter, LoggingInCapture, PrintInCapture, ProgressBarInCapture
+from cglint.rules.sync import (
+    BooleanMaskIndex,
+    ClipGradNonfinite,
+    DataDependentSize,
+    DeviceToHost,
+    ExplicitSync,
+    GradScalerStep,
+    RepeatInterleaveNoSize,
+    TensorFormatted,
+    TensorToScalar,
+    UniqueOp,
+)
+
+_BREAK = (
+    "Dynamo cannot trace it, so it breaks the graph here: the code before and after run as "
+    "separate CUDA graphs and this runs eagerly between them on every call"
+)
+
+
+class _Reusing(Rule):
+    """A compiled-mode rule that flags what some raw-capture rules find, with its own meaning."""
+
+    applies_to = COMPILED
+    constructs: tuple = ()
+    fullgraph: Optional[bool] = None  # only regions compiled with (True) or without (False) fullgraph=True
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.constructs:
+            cls.nodes = tuple(dict.fromkeys(n for rule in cls.constructs for n in rule.nodes))
+
+    def check(self, node, ctx):
+        if self.fullgraph is not None and ctx.fullgraph != self.fullgraph:
+            return
+        for rule in self.constructs:
+            if isinstance(node, rule.nodes):
+                for hit in rule().check(node, ctx):
+                    yield Hit(hit.node if isinstance(hit, Hit) else hit)
+
+
+_SYNCS = (TensorToScalar, DeviceToHost, TensorFormatted, ExplicitSync, DataDependentSize, BooleanMaskIndex, UniqueOp, RepeatInterleaveNoSize, GradScalerStep, ClipGradNonfinite)
+_HOST_WORK = (PrintInCapture, LoggingInCapture, FileIOInCapture, ProgressBarInCapture)
+
+
+class SyncInCompiled(_Reusing):
+    code = "CG112"
+    name = "sync-in-compiled-function"
+    category = "sync"
+    severity = "info"
+    fullgraph = False
+    constructs = _SYNCS
+    summary = "Waits for the GPU inside a function compiled with CUDA graphs: `.item()`, `.cpu()`, `print(t)`, `nonzero()`, `torch.cuda.synchronize()`..."
+    message = (
+        "`{expr}` waits for the GPU inside a function compiled with CUDA graphs; no capture fails: "
+        "Dynamo breaks the graph here (or, for a copy to the CPU, Inductor skips CUDA graphs for the graph), "
+        "so on every call it runs eagerly between the graphed parts and stalls until the GPU catches up"
+    )
+    fix_hint = "Keep the value on the device (`torch.where` instead of a branch, `nonzero_static`), or read it from the outputs after the call."
+    why = """Under `torch.compile(mode="reduce-overhead")` a sync is not captured: TorchDynamo
+    stops tracing at it (a graph break), runs it eagerly and goes on in a new graph. The
+    function still computes the right values, but it runs as two or more CUDA-graph
+    partitions with a host round trip between them on every call, which costs most of what
+    CUDA graphs save. Severity info: results are right; only speed is lost. With
+    `fullgraph=True` the same construct is a compile error (CG911). On a GPU (H100),
+    `.item()` followed by a branch, `print(t.max())` and `nonzero()` in a compiled forward ran
+    correctly on every call with two CUDA-graph partitions."""
+    invalid = (
+        '''
+import torch
+
+class Decoder(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(64, 64)
+
+    def forward(self, x):
+        y = self.proj(x)
+        peak = y.abs().max().item()  # expect: CG112
+        print(y.max())  # expect: CG112
+        return y / peak
+
+step = torch.compile(Decoder().cuda(), mode="reduce-overhead")
+''',
+    )
+    valid = (
+        '''
+import torch
+
+class Decoder(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(64, 64)
+
+    def forward(self, x):
+        y = self.proj(x)
+        return y / y.abs().max()
+
+step = torch.compile(Decoder().cuda(), mode="reduce-overhead")
+''',
+        '''
+import torch
+
+def forward(model, x):
+    return model(x).sum().item()
+
+compiled = torch.compile(forward, mode="max-autotune-no-cudagraphs")
+''',
+    )
+
+
+class TensorBranchInCompiled(_Reusing):
+    code = "CG203"
+    name = "tensor-branch-in-compiled-function"
+    category = "control-flow"
+    severity = "info"
+    fullgraph = False
+    constructs = (TensorCondition,)
+    summary = "Branches on tensor data inside a function compiled with CUDA graphs."
+    message = "`{expr}` decides a Python branch from tensor data inside a compiled function: " + _BREAK + ", after reading the value from the GPU"
+    fix_hint = "Select with `torch.where`, or use `torch.cond` so both branches stay in the graph."
+    why = """Dynamo traces one path and cannot decide a Python `if` on a tensor value, so it
+    breaks the graph at the condition, reads the value (a sync) and goes on tracing the
+    branch taken, compiling each side as it is met. The results are right, but every call
+    runs two CUDA-graph partitions with a host round trip between them. Severity info: only
+    speed is lost. With `fullgraph=True` it is a compile error (CG911)."""
+    invalid = (
+        '''
+import torch
+
+@torch.compile(mode="reduce-overhead")
+def clip_update(param, grad, lr):
+    norm = grad.norm()
+    if norm > 1.0:  # expect: CG203
+        grad = grad / norm
+    return param - grad * lr
+''',
+    )
+    valid = (
+        '''
+import torch
+
+@torch.compile(mode="reduce-overhead")
+def clip_update(param, grad, lr):
+    norm = grad.norm()
+    grad = torch.where(norm > 1.0, grad / norm, grad)
+    return param - grad * lr
+''',
+    )
+
+
+class HostWorkInCompiled(_Reusing):
+    code = "CG508"
+    name = "host-work-in-compiled-function"
+    category = "host-effect"
+    severity = "info"
+    fullgraph = False
+    constructs = _HOST_WORK
+    summary = "Prints, logs, writes files or updates progress bars inside a function compiled with CUDA graphs."
+    message = "`{expr}` is host work inside a compiled function; it runs on every call, but " + _BREAK
+    fix_hint = "Do host work outside the compiled function (on its outputs), or guard it with `if not torch.compiler.is_compiling():`."
+    why = """Unlike a raw capture, a compiled function does not lose its host work: Dynamo
+    cannot trace a print, a log call or a file write, so it breaks the graph, runs the
+    call eagerly and resumes in a new graph. Nothing is silently dropped, but the function
+    runs as several CUDA-graph partitions on every call. Severity info: only speed is
+    lost. With `fullgraph=True` it is a compile error (CG911)."""
+    invalid = (
+        '''
+import logging
+import torch
+
+logger = logging.getLogger(__name__)
+
+@torch.compile(mode="reduce-overhead")
+def score(model, batch):
+    logits = model(batch)
+    logger.info("scored a batch")  # expect: CG508
+    return logits.softmax(-1)
+''',
+    )
+    valid = (
+        '''
+import logging
+import torch
+
+logger = logging.getLogger(__name__)
+
+@torch.compile(mode="reduce-overhead")
+def score(model, batch):
+    return model(batch).softmax(-1)
+
+def serve(model, batch):
+    probs = score(model, batch)
+    logger.info("scored a batch")
+    return probs
+''',
+    )
+
+
+class GraphBreakWithFullgraph(_Reusing):
+    code = "CG911"
+    name = "graph-break-with-fullgraph"
+    category = "setup"
+    severity = "error"
+    fullgraph = True
+    constructs = (*_SYNCS, TensorCondition, *_HOST_WORK)
+    summary = "A construct Dynamo cannot trace inside a function compiled with `fullgraph=True` and CUDA graphs."
+    message = "`{expr}` cannot be traced by Dynamo, and the function is compiled with fullgraph=True: the first call fails to compile"
+    fix_hint = "Keep the work on the device (`torch.where`, `nonzero_static`), move host work out of the compiled function, or drop `fullgraph=True`."
+    why = """`fullgraph=True` asks Dynamo for one graph and turns every graph break into an
+    error (torch._dynamo.exc.Unsupported) raised by the first call. Syncs, branches on
+    tensor values and host work such as prints are graph breaks; without `fullgraph=True`
+    they cost speed (CG112, CG203, CG508)."""
+    invalid = (
+        '''
+import torch
+
+@torch.compile(mode="reduce-overhead", fullgraph=True)
+def normalize(x):
+    scale = x.abs().max().item()  # expect: CG911
+    return x / scale
+''',
+    )
+    valid = (
+        '''
+import torch
+
+@torch.compile(mode="reduce-overhead", fullgraph=True)
+def normalize(x):
+    return x / x.abs().max()
+''',
+    )
+
+
+class GuardedValueChanges(_Reusing):
+    code = "CG603"
+    name = "guarded-value-changes-between-calls"
+    category = "frozen-scalar"
+    severity = "info"
+    constructs = (FrozenHostValue, HostStateCondition, StaleHostSize, HostCounter)
+    summary = "A compiled function reads a Python number or flag that changes between its calls (a counter, a schedule)."
+    message = (
+        "`{expr}` reads or changes a Python value that differs from call to call; Dynamo guards on it, so a new value "
+        "recompiles the function (or, once Dynamo makes the number dynamic, records a new CUDA graph for it), "
+        "and past the recompile limit the function runs eagerly"
+    )
+    fix_hint = "Pass changing numbers as device tensors (`torch.tensor(lr, device=...)` filled with `.fill_()`), or keep them out of the compiled function."
+    why = """A compiled function is not frozen: Dynamo specialises on the Python values it
+    reads (ints, floats, flags, attributes of modules) and guards on them. When the value
+    changes, the guard fails and the function is compiled again; a counter that changes on
+    every call recompiles on every call until `torch._dynamo.config.recompile_limit`
+    (8 by default), after which the function runs without compilation or CUDA graphs. A
+    number Dynamo turns dynamic instead gets a new CUDA graph per value, which grows the
+    memory pool. Results stay right: severity info."""
+    invalid = (
+        '''
+import torch
+
+class Decoder(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(64, 64)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1  # expect: CG603
+        return self.proj(x)
+
+step = torch.compile(Decoder().cuda(), mode="reduce-overhead")
+''',
+    )
+    valid = (
+        '''
+import torch
+
+class Decoder(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(64, 64)
+        self.register_buffer("calls", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x):
+        self.calls += 1
+        return self.proj(x)
+
+step = torch.compile(Decoder().cuda(), mode="reduce-overhead")
+''',
+    )
+
+
+# --- between calls ----------------------------------------------------------------
+
+_STORES = ("append", "extend", "insert", "add", "appendleft", "setdefault")
+_MARK_STEP = "torch.compiler.cudagraph_mark_step_begin"
+
+
+def _compiled_call_in(node: cst.CSTNode, ctx):
+    """The first call of a function compiled with CUDA graphs in `node` (itself included), and its capture."""
+    for inner in [node, *descendants(node)]:
+        if isinstance(inner, cst.Call):
+            capture = ctx.compiled_capture(inner)
+            if capture is not None:
+                return inner, capture
+    return None, None
+
+
+def _marks_steps(node: cst.CSTNode, ctx) -> bool:
+    return any(isinstance(n, cst.Call) and ctx.call_name(n) == _MARK_STEP for n in descendants(node))
+
+
+def _base_name(expr: cst.BaseExpression) -> Optional[str]:
+    """`out` for `out`, `out[:, -1]`, `out.logits`: what still aliases the output's memory."""
+    while isinstance(expr, (cst.Subscript, cst.Attribute)):
+        expr = expr.value
+    return expr.value if isinstance(expr, cst.Name) else None
+
+
+def _binding(name: str, before: list, ctx):
+    """The nearest earlier statement that binds `name`, with the compiled capture when its value
+    comes from a call of a compiled function (`out = step(x)`, `out, cache = step(x, cache)`)."""
+    for stmt in before:
+        for small in getattr(stmt, "body", ()) if isinstance(stmt, cst.SimpleStatementLine) else ():
+            if isinstance(small, cst.Assign) and any(name in _target_names(t.target) for t in small.targets):
+                value = small.value
+                if isinstance(value, cst.Call) and ctx.compiled_capture(value) is not None:
+                    return stmt, ctx.compiled_capture(value)
+                return stmt, None
+    return None, None
+
+
+def _target_names(target: cst.BaseExpression) -> set[str]:
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return set().union(*(_target_names(e.value) for e in target.elements))
+    return set()
+
+
+class CompiledOutputKept(Rule):
+    code = "CG956"
+    name = "compiled-output-kept-across-calls"
+    category = "memory"
+    severity = "warning"
+    scope = REPLAY
+    applies_to = COMPILED
+    summary = "Keeps an output of a function compiled with CUDA graphs past its next call without `.clone()`."
+    message = (
+        "`{output}`, an output of `{call}`, is used after the next call of the compiled function (at `{expr}`); "
+        "that call's replay writes its outputs into the same CUDA-graph memory, so the kept tensor silently changes"
+    )
+    fix_hint = "Keep a copy (`{output}.clone()`), or call `torch.compiler.cudagraph_mark_step_begin()` before each call so that reading an overwritten output raises an error."
+    why = """With `mode="reduce-overhead"` the outputs of a compiled call live in the CUDA-graph
+    tree's memory pool, and the next replay of the same graph writes its outputs there
+    again. A tensor kept from an earlier call (appended to a list in a loop, stored in a dict,
+    or held in a variable while the function is called again) then holds the newest
+    results, not its own, and nothing raises. On a GPU (H100), appending the outputs of a
+    compiled function to a list in a loop gave results that differed from eager by up to
+    1.25. `.clone()` copies the output out of the pool;
+    `torch.compiler.cudagraph_mark_step_begin()` before each call makes a read of an
+    overwritten output raise an error instead."""
+    nodes = (cst.Call, cst.Name)
+    invalid = (
+        '''
+import torch
+
+def generate(model, tokens, steps):
+    step = torch.compile(model, mode="reduce-overhead")
+    all_logits = []
+    for _ in range(steps):
+        logits = step(tokens)
+        all_logits.append(logits)  # expect: CG956
+        tokens = logits.argmax(-1)
+    return torch.stack(all_logits)
+''',
+        '''
+import torch
+
+@torch.compile(mode="reduce-overhead")
+def embed(model, x):
+    return model(x)
+
+def compare(model, a, b):
+    first = embed(model, a)
+    second = embed(model, b)
+    return (first - second).abs().max()  # expect: CG956
+''',
+    )
+    valid = (
+        '''
+import torch
+
+def generate(model, tokens, steps):
+    step = torch.compile(model, mode="reduce-overhead")
+    all_logits = []
+    for _ in range(steps):
+        logits = step(tokens)
+        all_logits.append(logits.clone())
+        tokens = logits.argmax(-1)
+    return torch.stack(all_logits)
+''',
+        '''
+import torch
+
+@torch.compile(mode="reduce-overhead")
+def embed(model, x):
+    return model(x)
+
+def compare(model, a, b):
+    first = embed(model, a).clone()
+    second = embed(model, b)
+    return (first - second).abs().max()
+''',
+        '''
+import torch
+
+def generate(model, tokens, steps):
+    step = torch.compile(model, mode="reduce-overhead")
+    all_tokens = []
+    for _ in range(steps):
+        logits = step(tokens)
+        tokens = logits[:, -1].argmax(-1)
+        all_tokens.append(tokens)
+    return all_tokens
+''',
+    )
+
+    def check(self, node, ctx) -> Iterator[Hit]:
+        if isinstance(node, cst.Call):
+            yield from self._stored_in_loop(node, ctx)
+        elif isinstance(node, cst.Name):
+            yield from self._read_after_next_call(node, ctx)
+
+    def _stored_in_loop(self, node: cst.Call, ctx):
+        """`kept.append(out)` in a loop that calls the compiled function again."""
+        method = call_method(node)
+        if method is None or method[1] not in _STORES or not node.args:
+            return
+        stored = positional(node)[-1] if positional(node) else None
+        if stored is None:
+            return
+        loop = next((s for s in ctx.enclosing(node) if isinstance(s, (cst.For, cst.While))), None)
+        if loop is None or _marks_steps(loop, ctx):
+            return
+        call, capture = _compiled_call_in(stored, ctx)
+        if call is None:
+            name = _base_name(stored)
+            if name is None:
+                return
+            bound_at, capture = _binding(name, ctx.before(), ctx)
+            if capture is None or not _within(bound_at, loop):
+                return
+            call, _ = _compiled_call_in(bound_at, ctx)
+            output = code_of(stored)
+        else:
+            output = code_of(call)
+        if call is not None:
+            yield Hit(node, {"output": output, "call": code_of(call.func)}, capture)
+
+    def _read_after_next_call(self, node: cst.Name, ctx):
+        """`a = f(x); b = f(y); use(a)`: `a` read after a later call of the same function."""
+        statement = ctx.statement
+        if statement is None or _is_bound_here(node, statement):
+            return
+        before = ctx.before()
+        bound_at, capture = _binding(node.value, before, ctx)
+        if capture is None:
+            return
+        for stmt in before:
+            if stmt is bound_at:
+                return
+            if _marks_steps(stmt, ctx):
+                return
+            call, other = _compiled_call_in(stmt, ctx)
+            if other is capture:
+                yield Hit(node, {"output": node.value, "call": code_of(call.func)}, capture)
+                return
+
+
+def _within(stmt: cst.CSTNode, outer: cst.CSTNode) -> bool:
+    return any(n is stmt for n in descendants(outer))
+
+
+def _is_bound_here(node: cst.Name, statement: cst.CSTNode) -> bool:
+    """The name is (re)bound by the statement being walked, or is not a plain read in it."""
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    for small in statement.body:
+        if isinstance(small, cst.Assign) and any(node.value in _target_names(t.target) for t in small.targets):
+            call = small.value
+            return isinstance(call, cst.Call)  # `a = f(a)`: the read happens before the overwrite
+    return False
+
+
+class CompiledCudagraphsSkipped(Rule):
+    code = "CG957"
+    name = "compiled-cudagraphs-skipped"
+    category = "memory"
+    severity = "info"
+    applies_to = COMPILED
+    summary = "Creates CPU tensors or mutates an input in place inside a function compiled with CUDA graphs."
+    message = "`{expr}` {reason}; Inductor skips CUDA graphs for this graph (\"skipping cudagraphs due to {cause}\") and it runs as plain kernels"
+    fix_hint = "Create tensors on the input's device (`device=x.device`), and return new values instead of writing into arguments."
+    why = """`mode="reduce-overhead"` graphs a compiled graph only when it is safe to replay:
+    a graph with CPU tensors or one that writes into an input that is not a parameter or a
+    buffer is run without CUDA graphs, and PyTorch only says so in a log line
+    ("skipping cudagraphs due to cpu device" / "mutated inputs"). Results stay right; the
+    launch overhead that CUDA graphs remove comes back. Severity info."""
+    nodes = (cst.Call, cst.AugAssign)
+    invalid = (
+        '''
+import torch
+
+@torch.compile(mode="reduce-overhead")
+def decode_step(model, x, positions):
+    offsets = torch.arange(x.shape[1])  # expect: CG957
+    positions.add_(1)  # expect: CG957
+    return model(x + offsets.to(x.device))
+''',
+    )
+    valid = (
+        '''
+import torch
+
+@torch.compile(mode="reduce-overhead")
+def decode_step(model, x, positions):
+    offsets = torch.arange(x.shape[1], device=x.device)
+    return model(x + offsets), positions + 1
+''',
+    )
+
+    def check(self, node, ctx):
+        if isinstance(node, cst.Call):
+            if ctx.call_name(node) in ctx.api.factories.creation and ctx.value(node).kind == Kind.CPU_TENSOR:
+                yield Hit(node, {"reason": "creates a tensor on the CPU", "cause": "cpu device"})
+                return
+            method = ctx.method(node)
+            if method is not None and method[1].endswith("_") and not method[1].startswith("_") and _argument_of_target(method[0], ctx):
+                yield Hit(node, {"reason": f"writes into the argument `{code_of(method[0])}` in place", "cause": "mutated inputs"})
+        elif _argument_of_target(node.target, ctx) and ctx.is_tensor(node.target):
+            yield Hit(node, {"reason": f"writes into the argument `{code_of(node.target)}` in place", "cause": "mutated inputs"})
+
+
+def _argument_of_target(expr: cst.BaseExpression, ctx) -> bool:
+    """A tensor parameter of the compiled function itself (parameters and buffers of a module
+    are static inputs, which CUDA-graph trees may mutate)."""
+    capture = ctx.capture
+    if not isinstance(expr, cst.Name) or capture is None or ctx.function not in capture.targets:
+        return False
+    params = ctx.function.params[1:] if ctx.function.is_method else ctx.function.params
+    return expr.value in {p.name.value for p in params} and ctx.maybe_tensor(expr) and not ctx.value(expr).kind == Kind.HOST
+
+
+
+def _loop_calls(node: cst.Call, ctx):
+    """For a call of a compiled function inside a loop: (the innermost loop, the capture)."""
+    capture = ctx.compiled_capture(node)
+    if capture is None:
+        return None, None
+    loop = next((s for s in ctx.enclosing(node) if isinstance(s, (cst.For, cst.While))), None)
+    return loop, capture
+
+
+def _arguments(node: cst.Call) -> list:
+    return [a.value for a in node.args if not a.star and isinstance(a.value, cst.Name)]
+
+
+def _assignments_in(loop: cst.CSTNode, name: str) -> Iterator[cst.CSTNode]:
+    for inner in descendants(loop):
+        if isinstance(inner, cst.Assign) and any(name in _target_names(t.target) for t in inner.targets):
+            yield inner.value
+        elif isinstance(inner, cst.AugAssign) and isinstance(inner.target, cst.Name) and inner.target.value == name:
+            yield inner
+
+
+class CompiledInputGrows(Rule):
+    code = "CG703"
+    name = "compiled-input-shape-changes"
+    category = "dynamic-shape"
+    severity = "info"
+    scope = REPLAY
+    applies_to = COMPILED
+    summary = "Calls a function compiled with CUDA graphs in a loop with a tensor that grows on every call (`x = torch.cat([x, new])`)."
+    message = (
+        "`{arg}` grows on every call of `{call}` ({growth}); the compiled function is recompiled for the new shape and then "
+        "records a new CUDA graph for each size, so every call pays a recording and the memory pool keeps growing"
+    )
+    fix_hint = "Keep the shapes the compiled function sees fixed: a preallocated buffer with a position (a static KV cache), or a sliding window of constant length; pad to a few bucket sizes otherwise."
+    why = """CUDA graphs replay fixed shapes. Given a new input size, a function compiled with
+    `mode="reduce-overhead"` is recompiled (after the first change, with dynamic shapes) and
+    CUDA-graph trees record one more graph for that size, in the shared memory pool. A
+    sequence that grows by one token per call gives every call a new size: it records
+    instead of replaying, and the pool grows with the number of sizes seen (PyTorch warns
+    after many distinct sizes). Results stay right: severity info."""
+    nodes = (cst.Call,)
+    invalid = (
+        '''
+import torch
+
+def generate(model, tokens, steps):
+    step = torch.compile(model, mode="reduce-overhead")
+    for _ in range(steps):
+        logits = step(tokens)  # expect: CG703
+        tokens = torch.cat([tokens, logits[:, -1:].argmax(-1)], dim=1)
+    return tokens
+''',
+    )
+    valid = (
+        '''
+import torch
+
+def generate(model, tokens, steps):
+    step = torch.compile(model, mode="reduce-overhead")
+    for _ in range(steps):
+        logits = step(tokens)
+        tokens = torch.cat([tokens[:, 1:], logits[:, -1:].argmax(-1)], dim=1)
+    return tokens
+''',
+    )
+
+    def check(self, node, ctx):
+        loop, capture = _loop_calls(node, ctx)
+        if loop is None:
+            return
+        for arg in _arguments(node):
+            for value in _assignments_in(loop, arg.value):
+                if isinstance(value, cst.Call) and ctx.call_name(value) in ("torch.cat", "torch.concat", "torch.concatenate"):
+                    parts = positional(value)[0] if positional(value) else None
+                    if isinstance(parts, (cst.List, cst.Tuple)) and any(isinstance(e.value, cst.Name) and e.value.value == arg.value for e in parts.elements):
+                        yield Hit(node, {"arg": arg.value, "call": code_of(node.func), "growth": f"`{code_of(value, limit=60)}`"}, capture)
+                        return
+
+
+class ChangingNumberArgument(Rule):
+    code = "CG604"
+    name = "changing-number-passed-to-compiled-function"
+    category = "frozen-scalar"
+    severity = "info"
+    scope = REPLAY
+    applies_to = COMPILED
+    summary = "Passes a Python number that changes on every call (a step counter, a scheduled float) to a function compiled with CUDA graphs."
+    message = (
+        "`{arg}` is a Python number that changes on every call of `{call}`; Dynamo guards on it, so new values "
+        "recompile the function (or, once it is made dynamic, record a new CUDA graph per value) up to the recompile limit, "
+        "after which the function runs eagerly"
+    )
+    fix_hint = "Pass it as a device tensor updated in place (`lr_t.fill_(lr)`), or keep it out of the compiled function."
+    why = """Python numbers given to a compiled function are specialised and guarded. A step
+    counter or a float from a schedule differs on every call, so the guard fails every time:
+    Dynamo recompiles (by default up to `torch._dynamo.config.recompile_limit`, 8) and then
+    gives up and runs the function eagerly, without CUDA graphs; a number Dynamo makes
+    dynamic instead records a new CUDA graph per value. Results stay right: severity info."""
+    nodes = (cst.Call,)
+    invalid = (
+        '''
+import torch
+
+def train(model, loader, warmup_steps):
+    train_step = torch.compile(model.train_step, mode="reduce-overhead")
+    step = 0
+    for batch in loader:
+        step += 1
+        lr = 3e-4 * min(1.0, step / warmup_steps)
+        loss = train_step(batch, lr)  # expect: CG604
+''',
+    )
+    valid = (
+        '''
+import torch
+
+def train(model, loader, warmup_steps):
+    train_step = torch.compile(model.train_step, mode="reduce-overhead")
+    lr_t = torch.zeros((), device="cuda")
+    step = 0
+    for batch in loader:
+        step += 1
+        lr_t.fill_(3e-4 * min(1.0, step / warmup_steps))
+        loss = train_step(batch, lr_t)
+''',
+    )
+
+    def check(self, node, ctx):
+        loop, capture = _loop_calls(node, ctx)
+        if loop is None:
+            return
+        loop_vars = _target_names(loop.target) if isinstance(loop, cst.For) else set()
+        for arg in _arguments(node):
+            if ctx.is_tensor(arg) or ctx.value(arg).kind == Kind.OBJECT:
+                continue
+            changes = arg.value in loop_vars and ctx.value(arg).kind == Kind.HOST or any(
+                isinstance(v, cst.AugAssign) or _host_number(v, ctx) for v in _assignments_in(loop, arg.value)
+            )
+            if changes and not _iterates_tensors(loop, arg.value, ctx):
+                yield Hit(arg, {"arg": arg.value, "call": code_of(node.func)}, capture)
+
+
+def _host_number(value: cst.BaseExpression, ctx) -> bool:
+    """A Python number: known to be one, or arithmetic on host numbers and no tensor (`3e-4 * min(1.0, step / warmup)`)."""
+    kind = ctx.value(value).kind
+    if kind == Kind.HOST:
+        return True
+    if kind != Kind.UNKNOWN or not isinstance(value, cst.BinaryOperation):
+        return False
+    leaves = [n for n in descendants(value) if isinstance(n, cst.Name) and not isinstance(n, cst.Call)]
+    return not any(ctx.maybe_tensor(n) and ctx.value(n).kind != Kind.UNKNOWN for n in leaves) and any(
+        ctx.value(n).kind == Kind.HOST for n in leaves
+    )
+
+
+def _iterates_tensors(loop: cst.CSTNode, name: str, ctx) -> bool:
+    """`for batch in loader`: the loop variable is whatever the iterable yields, not a counter."""
+    if not isinstance(loop, cst.For) or name not in _target_names(loop.target):
+        return False
+    return ctx.value(loop.target).kind != Kind.HOST if isinstance(loop.target, cst.Name) else False
