@@ -51,7 +51,7 @@ class CaptureMonitor:
         # torch.compile's own captures run generated code; torch modes there would only change its guards
         modes = region.kind != "torch.compile" if region else True
         self.inst = Instrumentation(self.recorder, gpu=True, track_inputs=track_inputs, torch_modes=modes,
-                                    trace_ops=trace_ops, owned_generators=owned_generators)
+                                    trace_ops=trace_ops, owned_generators=owned_generators, guard_reads=modes)
         self.error: Optional[BaseException] = None
         self.cause: Optional[Observation] = None
         self.sync_debug = sync_debug

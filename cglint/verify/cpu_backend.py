@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from cglint.verify import cpushims, inputs
+from cglint.verify import cpushims, guards, inputs
 from cglint.verify.recorder import Recorder
 from cglint.verify.result import VerifyReport
 from cglint.verify.session import Session
@@ -42,6 +42,8 @@ class CpuBackend:
 
     def install(self, session: Session) -> None:
         cpushims.install(session)
+        guards.install()
 
     def uninstall(self) -> None:
+        guards.uninstall()
         cpushims.uninstall()

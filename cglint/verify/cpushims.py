@@ -16,7 +16,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from cglint.findings import Region
-from cglint.verify import errors, frames, synchooks
+from cglint.verify import errors, frames, guards, synchooks
 from cglint.verify.instrument import Instrumentation
 from cglint.verify.recorder import Recorder
 from cglint.verify.session import GraphInfo, Session
@@ -40,7 +40,7 @@ class _Trace:
         _depth[0] += 1
         self.started = time.perf_counter()
         owned = tuple(getattr(graph, "generators", ()))
-        self.inst = Instrumentation(recorder, gpu=False, owned_generators=owned).start()
+        self.inst = Instrumentation(recorder, gpu=False, owned_generators=owned, guard_reads=True).start()
         session.changed()
 
     def stop(self, exc: Optional[BaseException] = None) -> None:
@@ -170,6 +170,7 @@ def install(session: Session) -> None:
         def replay(self) -> None:
             if self._inst is not None:
                 session.replayed(self._inst.site)
+            guards.check_replay(self._inst.inst if self._inst is not None else None, session)
 
         def reset(self) -> None: ...
         def pool(self) -> tuple:
@@ -182,6 +183,8 @@ def install(session: Session) -> None:
 
         def __enter__(self) -> None:
             self._inst = _start(session, "torch.cuda.graph", self.cuda_graph)
+            if self.cuda_graph is not None:
+                self.cuda_graph._inst = self._inst  # its replay() checks this capture's guards
 
         def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
             _stop(self._inst, exc)
@@ -192,6 +195,7 @@ def install(session: Session) -> None:
     def make_graphed_callables(callables: Any, sample_args: Any, *args: Any, **kwargs: Any) -> Any:
         single = not isinstance(callables, tuple)
         fns, samples = ((callables,), (sample_args,)) if single else (callables, sample_args)
+        graphed = []
         for fn, sample in zip(fns, samples):
             trace = _start(session, "make_graphed_callables")
             try:
@@ -200,7 +204,8 @@ def install(session: Session) -> None:
                 _stop(trace, exc)
                 raise
             _stop(trace)
-        return callables
+            graphed.append(guards.graphed(fn, trace.inst, session))
+        return graphed[0] if single else tuple(graphed)
 
     def stream_ctx(stream: Any = None) -> Any:
         return contextlib.nullcontext()

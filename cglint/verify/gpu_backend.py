@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import torch
 
-from cglint.verify import errors, frames, inputs, patches
+from cglint.verify import errors, frames, guards, inputs, patches
 from cglint.verify import rule_codes as rc
 from cglint.verify.capture import CaptureMonitor, pool_bytes, reset_after_failure
 from cglint.verify.compare import diverges
@@ -38,8 +38,10 @@ class GpuBackend:
 
     def install(self, session: Session) -> None:
         patches.install(session)
+        guards.install()
 
     def uninstall(self) -> None:
+        guards.uninstall()
         patches.uninstall()
 
 
@@ -77,7 +79,7 @@ def run_gpu(fn: Callable, sample: tuple, make_inputs: Any, recorder: Recorder, r
                               "(parameters, optimizer state), so eager and replay start from different states")
     else:
         _replay_against_eager(fn, sample, make_inputs, graph, static, static_out, recorder, report,
-                              replays=replays, rtol=rtol, atol=atol)
+                              replays=replays, rtol=rtol, atol=atol, guarded=monitor.inst.guards)
     if timing:
         _timing(fn, sample, make_inputs, graph, static, recorder, report, timing_iters)
 
@@ -136,11 +138,13 @@ def _writes_state(monitor: CaptureMonitor, static: tuple) -> int:
 
 
 def _replay_against_eager(fn, sample, make_inputs, graph, static, static_out, recorder, report, *,
-                          replays, rtol, atol) -> None:
+                          replays, rtol, atol, guarded=None) -> None:
     worst: dict[str, float] = {}
     for r in range(replays):
         new = inputs.fresh(sample, make_inputs, r + 1)
         inputs.copy_into(static, new)
+        if guarded is not None:  # the eager calls in between may change what the capture read
+            guarded.check(recorder, None)
         graph.replay()
         got = inputs.map_tensors(static_out, lambda t: t.detach().clone())
         expected = fn(*inputs.clone(new))

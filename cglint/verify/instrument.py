@@ -4,7 +4,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Optional
 
-from cglint.verify import frames, synchooks
+from cglint.verify import frames, guards, synchooks
 from cglint.verify.hosttrace import HostTracer
 from cglint.verify.recorder import Recorder
 from cglint.verify.torchmodes import ApiMode, OpMode
@@ -14,7 +14,8 @@ class Instrumentation:
     """Start after capture_begin (or before a traced call), stop before capture_end."""
 
     def __init__(self, recorder: Recorder, *, gpu: bool, track_inputs: bool = False, host: bool = True,
-                 torch_modes: bool = True, trace_ops: bool = True, owned_generators: tuple[Any, ...] = ()):
+                 torch_modes: bool = True, trace_ops: bool = True, owned_generators: tuple[Any, ...] = (),
+                 guard_reads: bool = False):
         self.recorder = recorder
         self.gpu = gpu
         self.owned_generators = owned_generators  # registered with the capturing graph
@@ -27,6 +28,9 @@ class Instrumentation:
         self.trace_ops = trace_ops  # keep the operator sequence (to compare two inputs)
         self._own_hooks = False
         self.running = False
+        self._collector: Optional[guards.Collector] = None
+        self.guard_reads = guard_reads  # a capture: collect replay guards (see guards)
+        self.guards: Optional[guards.GuardSet] = None
 
     def start(self) -> "Instrumentation":
         frames.refresh()
@@ -40,6 +44,8 @@ class Instrumentation:
         if self.gpu:
             self._own_hooks = synchooks.install()
         synchooks.activate(self)
+        if self.guard_reads:
+            self._collector = guards.Collector(self.recorder).start()
         self.running = True
         return self
 
@@ -47,6 +53,8 @@ class Instrumentation:
         if not self.running:
             return
         self.running = False
+        if self._collector is not None:
+            self.guards, self._collector = self._collector.stop(), None
         synchooks.deactivate(self)
         if self._own_hooks:
             synchooks.uninstall()

@@ -75,9 +75,14 @@ def snapshot(ops: OpMode, frame: Optional[FrameType]) -> list[Read]:
     return reads
 
 
-def check(reads: list[Read], recorder: Recorder, frame: Optional[FrameType], graph_label: str) -> None:
-    """Record what changed since capture; `frame` is the user frame calling replay()."""
+def check(reads: list[Read], recorder: Recorder, frame: Optional[FrameType], graph_label: str,
+          explained: frozenset[int] | set[int] = frozenset()) -> None:
+    """Record what changed since capture; `frame` is the user frame calling replay().
+
+    explained: data_ptrs of tensors whose rebinding the replay guards reported at its line."""
     for read in reads:
+        if read.data_ptr in explained:
+            continue
         t = read.ref()
         rebound = next((n for n in read.names if _other_tensor(lookup(n, frame), t)), None)
         if rebound is not None:

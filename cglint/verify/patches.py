@@ -4,7 +4,8 @@ CUDAGraph.capture_begin/capture_end are the one path that torch.cuda.graph,
 make_graphed_callables, raw captures and torch.compile's CUDA graph trees all take, so
 the monitor hangs there. torch.cuda.graph.__exit__ is wrapped too because only it sees
 the exception that broke the capture body; replay() is wrapped to check, before each
-replay, that the tensors the graph reads are still the captured ones.
+replay, that the tensors the graph reads are still the captured ones and that the Python
+values the capture read have not changed (guards).
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any, Callable
 
 import torch
 
-from cglint.verify import errors, frames, liveness, synchooks
+from cglint.verify import errors, frames, guards, liveness, synchooks
 from cglint.verify.capture import (CaptureMonitor, pool_bytes, record_failed_call, region_kind, release_pool,
                                    reset_after_failure)
 from cglint.verify.recorder import Recorder
@@ -87,19 +88,23 @@ def install(session: Session) -> None:
                 self._cglint_reads = liveness.snapshot(monitor.inst.ops, frames.current_user_frame(2))
                 self._cglint_site = monitor.label
                 self._cglint_recorder = monitor.recorder
+                self._cglint_guards = monitor.inst.guards
             _graph_done(session, monitor, ok=ok, graph=self)
         return wrapper
 
     def replay(original):
         def wrapper(self, *args, **kwargs):
-            reads = getattr(self, "_cglint_reads", None)
-            if reads:
+            reads, held = getattr(self, "_cglint_reads", None), getattr(self, "_cglint_guards", None)
+            if reads or (held is not None and held.pending):
                 recorder = Recorder(region=self._cglint_recorder.region, phase="replay")
-                liveness.check(reads, recorder, frames.current_user_frame(2), self._cglint_site)
+                frame = frames.current_user_frame(2)
+                explained = held.check(recorder, frame) if held is not None else set()
+                liveness.check(reads or [], recorder, frame, self._cglint_site, explained)
                 if recorder.observations:
                     session.recorders.append(recorder)
                     session.changed()
-                    self._cglint_reads = [r for r in reads if r.ref() is not None]  # report each loss once
+                    if reads:
+                        self._cglint_reads = [r for r in reads if r.ref() is not None]  # report each loss once
             session.replayed(getattr(self, "_cglint_site", None))
             return original(self, *args, **kwargs)
         return wrapper

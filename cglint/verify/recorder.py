@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Callable, Iterator, Optional
 
-from cglint.findings import Finding, Region
+from cglint.findings import Finding, Region, Related
 from cglint.verify import frames
 from cglint.verify.rule_metadata import meta
 
@@ -32,6 +32,11 @@ class Observation:
     evidence: list[str] = field(default_factory=list)
     weak: bool = False  # dropped when a stronger observation shares its line (print of a tensor)
     phases: list[str] = field(default_factory=list)  # "eager trace", "capture", ...
+    related: list[Related] = field(default_factory=list)  # the line that changed a guarded value
+
+    def relate(self, related: Related) -> None:
+        if related not in self.related and len(self.related) < _MAX_EVIDENCE:
+            self.related.append(related)
 
     def add(self, note: str) -> None:
         if note.startswith("seen during "):
@@ -62,6 +67,7 @@ class Observation:
             region=self.region,
             trace=self.trace,
             source="runtime",
+            related=tuple(self.related),
         )
 
 
@@ -151,6 +157,8 @@ class Recorder:
             else:
                 for note in obs.evidence + [f"seen during {p}" for p in obs.phases]:
                     mine.add(note)
+                for related in obs.related:
+                    mine.relate(related)
 
     def findings(self) -> list[Finding]:
         lines = {}

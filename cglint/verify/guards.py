@@ -1,0 +1,683 @@
+"""Replay guards: the Python values a capture read, checked before every replay.
+
+TorchDynamo guards what a compiled frame read and recompiles when it changes; a CUDA graph
+has no such check, so a temperature, `self.training`, a config field or a global changed
+between replays is silently ignored by every replay. This module gives captures guards.
+
+Collecting, during a capture only. `sys.settrace` is on for the capture window: a 'call'
+event per new frame, 'line' events in user frames (which lines ran: reads in a branch not
+taken are not guarded) and a 'return' event, where the frame's reads are evaluated on its
+locals. Which reads a frame makes comes from its bytecode (`readplan`), once per code
+object. Tracing was chosen over per-object read hooks (a class's `__getattribute__`
+swapped, proxies): those change the objects user code sees, cannot see globals or closure
+cells, and cost on every read; tracing costs only during the one capture and leaves
+nothing behind. Frames already running when the capture starts (the `with` body at the
+capture site) get a local tracer. Library frames are followed only for `forward` of
+nn.Modules (a Dropout holds `self.training` and `self.p`), reported at the user line that
+called them. A read is kept when its value is a Python scalar (number, bool, str, None,
+enum, dtype, device, or a short tuple of those): those reach tensor work, a branch, a loop
+bound, a slice or a shape; objects and tensors are not values a replay freezes.
+
+Checking, before each replay. Attributes of nn.Modules are watched rather than re-read:
+while the verifier runs it wraps `Module.__setattr__` and the `.data` setter of
+parameters, and a write to a guarded (module, attribute) marks the guards that depend on
+it, with the line that wrote it. The other guards (globals, closure cells, attributes of
+plain objects, container items) are re-read: one `is` comparison each, `==` only when
+the identity changed. A replay whose guarded state was not written costs a truthiness test
+and the re-read guards, typically a handful. Writes that bypass `__setattr__`
+(`vars(module)[k] = v`) are not seen on modules.
+
+Parameters and buffers of the modules that ran are guarded by identity: rebinding one
+(`.data =`, a new nn.Parameter, a buffer reassigned) is a CG401 finding at the rebinding
+line; so is a buffer rebound inside the captured region itself.
+"""
+from __future__ import annotations
+
+import enum
+import functools
+import gc
+import operator
+import sys
+import weakref
+from collections import deque
+from dataclasses import dataclass
+from types import CodeType, FrameType, ModuleType
+from typing import Any, Callable, Iterable, Optional
+
+import torch
+
+from cglint.findings import Related
+from cglint.verify import frames, readplan
+from cglint.verify import rule_codes as rc
+from cglint.verify.recorder import Recorder
+
+_SCALAR_TYPES = frozenset({bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device})
+_MAX_TUPLE = 16
+_MISSING = object()
+_CODES = {readplan.VALUE: rc.code_of("frozen-host-value"), readplan.BRANCH: rc.code_of("branch-on-changing-host-state"),
+          readplan.SLICE: rc.code_of("size-from-changing-host-state")}
+_CONTAINERS = (dict, list, tuple)
+_SIZED = (dict, list, tuple, set, frozenset, deque, str, bytes)
+
+
+def guardable(value: Any) -> bool:
+    kind = type(value)
+    if kind in _SCALAR_TYPES or isinstance(value, enum.Enum):
+        return True
+    if kind is tuple or kind is torch.Size:
+        return len(value) <= _MAX_TUPLE and all(type(v) in _SCALAR_TYPES for v in value)
+    return False
+
+
+def same(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    try:
+        return bool(a == b) or (a != a and b != b)  # NaN stays NaN
+    except Exception:  # noqa: BLE001 - a value whose comparison raises counts as changed
+        return False
+
+
+@dataclass
+class Guard:
+    text: str  # `self.temperature`, `config.GUIDANCE`
+    code: str
+    where: frames.Where
+    trace: tuple[str, ...]
+    captured: Any
+    fetch: Callable[[], Any]  # the value now; raises when its object is gone
+    seen: Any  # the last value checked (its identity makes the common check one `is`)
+    writers: Callable[[], list[Related]] = lambda: []  # where a global is assigned (found statically)
+
+
+@dataclass
+class _Bound:
+    """A parameter or buffer of a module that ran during the capture."""
+
+    module: "weakref.ref[torch.nn.Module]"
+    name: str
+    tensor: "weakref.ref[torch.Tensor]"
+    data_ptr: int
+
+
+class GuardSet:
+    """The guards of one capture and what the watchers saw written since."""
+
+    def __init__(self, label: str):
+        self.label = label
+        self.polled: list[Guard] = []
+        self.by_key: dict[tuple[int, str], list[Guard]] = {}
+        self.dirty: dict[tuple[int, str], Optional[Related]] = {}  # watched keys written, with the writer
+        self.bound: dict[tuple[int, str], _Bound] = {}
+        self.bound_tensors: dict[int, _Bound] = {}
+        self.events: list[tuple[frames.Where, tuple[str, ...], str, int]] = []  # rebinding seen by the watchers
+        self._seen_keys: set[tuple] = set()
+        self._read: list[tuple[Guard, list[tuple[int, str]]]] = []
+
+    def __len__(self) -> int:
+        return len(self.polled) + sum(len(v) for v in self.by_key.values())
+
+    @property
+    def pending(self) -> bool:
+        return bool(self.polled or self.dirty or self.events)
+
+    # --- building --------------------------------------------------------------
+    def add(self, identity: tuple, guard: Guard, watched: list[tuple[int, str]]) -> None:
+        if identity in self._seen_keys:
+            return  # read again at a later line: the first read is where it is reported
+        self._seen_keys.add(identity)
+        self._read.append((guard, watched))
+
+    def freeze(self) -> None:
+        """At capture end: keep the values that still hold what was read (a loop variable of a frame
+        still running moved on during the capture: it is not state a replay froze)."""
+        for guard, watched in self._read:
+            try:
+                if not same(guard.fetch(), guard.captured):
+                    continue
+            except Exception:  # noqa: BLE001 - gone already
+                continue
+            if watched and _installed:
+                for key in watched:
+                    self.by_key.setdefault(key, []).append(guard)
+                    _subscribe(_subscribers, key, self)
+            else:
+                self.polled.append(guard)
+        self._read = []
+
+    def bind(self, modules: Iterable[torch.nn.Module]) -> None:
+        if not _installed:
+            return  # rebinding is seen by the watchers only
+        for module in modules:
+            for store in (module._parameters, module._buffers):
+                for name, t in store.items():
+                    if not isinstance(t, torch.Tensor):
+                        continue
+                    try:
+                        bound = _Bound(weakref.ref(module), name, weakref.ref(t), t.data_ptr())
+                    except Exception:  # noqa: BLE001 - a tensor without storage (meta, fake)
+                        continue
+                    key = (id(module), name)
+                    self.bound[key] = self.bound_tensors[id(t)] = bound
+                    _subscribe(_subscribers, key, self)
+                    _subscribe(_data_subscribers, id(t), self)
+
+    # --- what the watchers report ----------------------------------------------
+    def written(self, key: tuple[int, str], value: Any, writer: Related) -> None:
+        if key in self.by_key:
+            self.dirty[key] = writer
+        bound = self.bound.get(key)
+        if bound is not None and value is not bound.tensor():
+            owner = bound.module()
+            what = f"`{bound.name}` of {type(owner).__name__}" if owner is not None else f"`{bound.name}`"
+            self.events.append((_where(writer), (), f"{what} is rebound to another tensor after the capture at "
+                                f"{self.label}; the graph keeps reading the captured one", bound.data_ptr))
+
+    def data_written(self, t: torch.Tensor, writer: Related) -> None:
+        bound = self.bound_tensors.get(id(t))
+        if bound is None or bound.tensor() is not t or t.data_ptr() == bound.data_ptr:
+            return
+        owner = bound.module()
+        what = f"`{bound.name}` of {type(owner).__name__}" if owner is not None else "a captured parameter"
+        self.events.append((_where(writer), (), f"`.data` assignment moves {what} to new memory after the capture at "
+                            f"{self.label}; the graph keeps reading the old memory", bound.data_ptr))
+
+    # --- the check ---------------------------------------------------------------
+    def check(self, recorder: Recorder, frame: Optional[FrameType]) -> set[int]:
+        """Record what changed since capture; returns the data_ptrs of rebound tensors it reported."""
+        explained: set[int] = set()
+        for guard in self.polled:
+            try:
+                now = guard.fetch()
+            except Exception:  # noqa: BLE001 - its object is gone: nothing left to guard
+                continue
+            if now is not guard.seen:
+                guard.seen = now
+                if not same(now, guard.captured):
+                    _report(guard, now, recorder, frame, guard.writers())
+        if self.dirty:
+            dirty, self.dirty = self.dirty, {}
+            done: set[int] = set()
+            for key, writer in dirty.items():
+                for guard in self.by_key.get(key, ()):
+                    if id(guard) in done:
+                        continue
+                    done.add(id(guard))
+                    try:
+                        now = guard.fetch()
+                    except Exception:  # noqa: BLE001
+                        continue
+                    guard.seen = now
+                    if not same(now, guard.captured):
+                        _report(guard, now, recorder, frame, [writer] if writer else [])
+        if self.events:
+            events, self.events = self.events, []
+            replay = _replay_note(frame)
+            for where, trace, what, data_ptr in events:
+                recorder.observe_at(rc.REBIND_CAPTURED_TENSOR, what, where, trace, evidence=replay)
+                explained.add(data_ptr)
+        return explained
+
+
+def _where(related: Related) -> frames.Where:
+    return frames.Where(related.path, related.line, related.column, related.line, 0)
+
+
+def _replay_note(frame: Optional[FrameType]) -> str:
+    if frame is None:
+        return "seen before replay"
+    return f"seen before the replay at {frames.display_path(frame.f_code.co_filename)}:{frame.f_lineno}"
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _report(guard: Guard, now: Any, recorder: Recorder, frame: Optional[FrameType], writers: list[Related]) -> None:
+    then = _shown(guard.captured)
+    if guard.code == _CODES[readplan.BRANCH]:
+        effect = "the branch or loop here took its path at capture, and every replay repeats it"
+    elif guard.code == _CODES[readplan.SLICE]:
+        effect = "the slice here keeps the extent it had at capture"
+    else:
+        effect = f"the graph keeps using {then}"
+    written = f" (set at {writers[0].path}:{writers[0].line})" if writers else ""
+    what = f"`{guard.text}` was {then} at capture and is {_shown(now)} before this replay{written}; {effect}"
+    obs = recorder.observe_at(guard.code, what, guard.where, guard.trace, evidence=_replay_note(frame))
+    if obs.what != what and not obs.what.startswith(f"`{guard.text}`"):
+        obs.add(f"also {what.split(';')[0]}")  # another value read on the same line
+    for related in writers[:3]:
+        obs.relate(related)
+
+
+# --- collecting during a capture --------------------------------------------------
+
+class Collector:
+    """Follows the frames of one capture and turns what they read into a GuardSet."""
+
+    def __init__(self, recorder: Recorder):
+        self.recorder = recorder
+        region = recorder.region
+        self.guards = GuardSet(f"{region.path}:{region.line}" if region else "the capture")
+        self._lines: dict[FrameType, set[int]] = {}
+        self._running: list[tuple[FrameType, Any]] = []  # frames live at start, with their own tracer
+        self._previous: Optional[Callable] = None
+        self._modules: dict[int, torch.nn.Module] = {}
+        self._site_codes: list[CodeType] = []
+        self._importing = 0
+
+    def start(self) -> "Collector":
+        self._previous = sys.gettrace()
+        frame, stop = sys._getframe(1), self.recorder.stop
+        while stop is not None and frame is not None:
+            if frames.is_user_code(frame.f_code):
+                self._lines[frame] = set()
+                self._running.append((frame, frame.f_trace))
+                self._site_codes.append(frame.f_code)
+                frame.f_trace = _chained(self._local, frame.f_trace)
+            if frame is stop:
+                break
+            frame = frame.f_back
+        sys.settrace(self._global)
+        _collecting.append(self)
+        return self
+
+    def stop(self) -> GuardSet:
+        sys.settrace(self._previous)
+        if self in _collecting:
+            _collecting.remove(self)
+        for frame, previous in self._running:
+            frame.f_trace = previous
+        for frame in list(self._lines):  # the capture site and other frames still running
+            self._leave(frame, library=False)
+        self._lines.clear()
+        self._running = []
+        self.guards.freeze()
+        self.guards.bind(self._modules.values())
+        self._modules.clear()
+        return self.guards
+
+    # --- trace functions -------------------------------------------------------
+    def _global(self, frame: FrameType, event: str, arg: Any) -> Any:
+        previous = self._previous(frame, event, arg) if self._previous is not None else None
+        code = frame.f_code
+        if self._importing:
+            return previous
+        if code.co_name == "_find_and_load" and code.co_filename.startswith("<frozen importlib"):
+            self._importing += 1  # a lazy import's module code is not the region's work
+            return _chained(self._import_done, previous)
+        if frames.is_user_code(code):
+            if code.co_name == "<module>" or code.co_filename.startswith("<"):
+                return previous  # module code run by an import; code made by exec (dataclass __init__)
+            self._lines[frame] = set()
+            mine = self._local
+        elif code.co_name == "forward" and code.co_varnames[:1] == ("self",):
+            if previous is None:
+                frame.f_trace_lines = False
+            mine = self._library
+        else:
+            return previous
+        return mine if previous is None else _chained(mine, previous)
+
+    def _local(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "line":
+            lines = self._lines.get(frame)
+            if lines is not None:
+                lines.add(frame.f_lineno)
+        elif event == "return" and frame in self._lines:
+            self._leave(frame, library=False)
+        return self._local
+
+    def _import_done(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "return":
+            self._importing -= 1
+        return self._import_done
+
+    def _library(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "return":
+            self._leave(frame, library=True)
+        return self._library
+
+    # --- evaluating a frame's reads --------------------------------------------
+    def _leave(self, frame: FrameType, *, library: bool) -> None:
+        lines = self._lines.pop(frame, None)
+        code = frame.f_code
+        try:
+            local = frame.f_locals
+            owner = local.get("self") if code.co_varnames[:1] == ("self",) else None
+            if isinstance(owner, torch.nn.Module):
+                self._modules[id(owner)] = owner
+            sites = readplan.plan(code)
+            if not sites:
+                return
+            at = frames.user_frame(frame.f_back) if library else frame
+            if at is None:
+                return
+            for site in sites:
+                if library:
+                    if site.kind != "local" or site.root != "self" or len(site.steps) != 1 or site.steps[0][0] != "attr":
+                        continue
+                elif lines is not None and site.line not in lines:
+                    continue
+                self._guard(frame, local, site, at, owner if library else None)
+        except Exception:  # noqa: BLE001 - a guard is never worth breaking the user's capture
+            return
+
+    def _guard(self, frame: FrameType, local: Any, site: readplan.ReadSite, at: FrameType, library_owner: Any) -> None:
+        rooted = _root(frame, local, site)
+        if rooted is None:
+            return
+        value, get_root, identity = rooted
+        watched: list[tuple[int, str]] = []
+        watchable = site.kind in ("local", "deref")
+        holder = None
+        for step, key in site.steps:
+            if isinstance(value, torch.Tensor):
+                return
+            holder = value
+            if step == "attr":
+                if isinstance(value, torch.nn.Module):
+                    watched.append((id(value), key))
+                else:
+                    watchable = False
+                value = getattr(value, key)
+            elif step == "item":
+                if type(value) not in _CONTAINERS:
+                    return
+                value, watchable = value[key], False
+            else:
+                if not isinstance(value, _SIZED):
+                    return
+                value, watchable = len(value), False
+        if not guardable(value):
+            return
+        if library_owner is not None:
+            text, where = f"{type(library_owner).__name__}.{site.steps[0][1]}", frames.where(at)
+        else:
+            text = site.text
+            where = frames.Where(frame.f_code.co_filename, site.line, site.column, site.end_line, site.end_column,
+                                 frame.f_code.co_name)
+        training = site.steps[-1:] == (("attr", "training"),) if site.steps else False
+        code = _CODES[readplan.BRANCH if training else site.use]
+        guard = Guard(text, code, where, self._trace(at, where), value, _fetcher(get_root, site.steps), value,
+                      _writers_of(frame, site, holder, self._site_codes, self.recorder))
+        self.guards.add((identity, site.steps), guard, watched if watchable else [])
+
+    def _trace(self, at: FrameType, read: frames.Where) -> tuple[str, ...]:
+        stack = [w.label() for w in frames.user_stack(at, self.recorder.stop)]
+        if stack:
+            stack[-1] = read.label()
+        site = self.recorder.site_label()
+        if site and tuple(stack[:1]) == site:
+            stack = stack[1:]
+        return site + tuple(stack)
+
+
+def _chained(mine: Callable, theirs: Optional[Callable]) -> Callable:
+    """A local trace function that also runs the one a debugger or coverage installed."""
+    if theirs is None:
+        return mine
+    state = [theirs]
+
+    def local(frame: FrameType, event: str, arg: Any) -> Any:
+        if state[0] is not None:
+            state[0] = state[0](frame, event, arg)
+        mine(frame, event, arg)
+        return local
+
+    return local
+
+
+def _root(frame: FrameType, local: Any, site: readplan.ReadSite) -> Optional[tuple[Any, Callable[[], Any], tuple]]:
+    """(the root's value now, how to get it again later, its identity), or None when not guardable."""
+    if site.kind in ("global", "name"):
+        space = frame.f_globals
+        if site.kind == "name" and local is not space and site.root in local:
+            return None  # a class body's own names
+        if site.root not in space:
+            return None  # a builtin
+        value = space[site.root]
+        if isinstance(value, ModuleType) and not _user_module(value):
+            return None  # torch.float16, math.pi: library constants
+        return value, functools.partial(operator.getitem, space, site.root), ("global", id(space), site.root)
+    value = local.get(site.root, _MISSING)
+    if value is _MISSING or isinstance(value, torch.Tensor):
+        return None
+    if site.kind == "deref" and not site.steps:
+        if not guardable(value):
+            return None
+        cell = _cell(frame.f_code, site.root, value)
+        if cell is None:
+            return None
+        return value, functools.partial(getattr, cell, "cell_contents"), ("cell", id(cell))
+    if type(value) in (dict, list, set):
+        return None  # a container passed in: holding it would keep its tensors alive
+    try:
+        ref: Callable[[], Any] = weakref.ref(value)
+    except TypeError:
+        ref = functools.partial(_same_object, value)
+    return value, ref, ("object", id(value))
+
+
+def _same_object(value: Any) -> Any:
+    return value
+
+
+def _user_module(module: ModuleType) -> bool:
+    path = getattr(module, "__file__", None)
+    return bool(path) and frames._is_user_path(path)
+
+
+def _cell(code: CodeType, name: str, value: Any) -> Any:
+    """The closure cell a frame of `code` read `name` from (the function object is not on the frame)."""
+    index = code.co_freevars.index(name)
+    for fn in gc.get_referrers(code):
+        closure = getattr(fn, "__closure__", None)
+        if getattr(fn, "__code__", None) is code and closure:
+            try:
+                if closure[index].cell_contents is value:
+                    return closure[index]
+            except ValueError:
+                continue
+    return None
+
+
+def _fetcher(get_root: Callable[[], Any], steps: tuple) -> Callable[[], Any]:
+    if not steps:
+        return get_root
+    if all(step == "attr" for step, _ in steps):
+        chain = operator.attrgetter(".".join(key for _, key in steps))
+        return lambda: chain(get_root())
+
+    def fetch() -> Any:
+        value = get_root()
+        for step, key in steps:
+            value = getattr(value, key) if step == "attr" else value[key] if step == "item" else len(value)
+        return value
+
+    return fetch
+
+
+def _writers_of(frame: FrameType, site: readplan.ReadSite, holder: Any, site_codes: list[CodeType],
+                recorder: Recorder) -> Callable[[], list[Related]]:
+    """Where a module-level name is assigned: `global NAME` in a function, or the capturing script's own code."""
+    if site.kind in ("global", "name") and not site.steps:
+        space, name = frame.f_globals, site.root
+    elif site.steps and site.steps[-1][0] == "attr" and isinstance(holder, ModuleType):
+        space, name = vars(holder), site.steps[-1][1]
+    else:
+        return lambda: []
+    after = recorder.region.line if recorder.region else 0
+    own = [c for c in site_codes if c.co_name == "<module>"]
+    return lambda: _assignments(space, name, own, after)
+
+
+def _assignments(space: dict, name: str, module_codes: list[CodeType], after: int) -> list[Related]:
+    found: list[Related] = []
+    codes: list[CodeType] = []
+    for value in list(space.values()):
+        fn = getattr(value, "__func__", value)
+        if getattr(fn, "__globals__", None) is space:
+            codes.append(fn.__code__)
+        elif isinstance(value, type) and value.__module__ == space.get("__name__"):
+            codes += [getattr(m, "__func__", m).__code__ for m in vars(value).values()
+                      if hasattr(getattr(m, "__func__", m), "__code__")]
+    for code in codes:
+        found += _stores(code, name, "STORE_GLOBAL", 0)
+    for code in module_codes:
+        found += _stores(code, name, "STORE_NAME", after)
+    return found
+
+
+def _stores(code: CodeType, name: str, opname: str, after: int) -> list[Related]:
+    import dis
+
+    out = []
+    for ins in dis.get_instructions(code):
+        line = ins.positions.lineno if ins.positions else None
+        if ins.opname == opname and ins.argval == name and line and line > after:
+            out.append(Related(frames.display_path(code.co_filename), line, (ins.positions.col_offset or 0) + 1,
+                               f"`{name}` is assigned here"))
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            out += _stores(const, name, "STORE_GLOBAL", 0)
+    return out
+
+
+# --- watchers: installed for a whole verify session --------------------------------
+
+_installed = False
+_collecting: list[Collector] = []
+_subscribers: dict[Any, "weakref.WeakSet[GuardSet]"] = {}
+_data_subscribers: dict[int, "weakref.WeakSet[GuardSet]"] = {}
+_saved: list[tuple[type, str, Any]] = []
+_ABSENT = object()
+_TENSOR_DATA = torch._C.TensorBase.__dict__["data"]
+
+
+def _subscribe(table: dict, key: Any, guards: GuardSet) -> None:
+    subs = table.get(key)
+    if subs is None:
+        subs = table[key] = weakref.WeakSet()
+    subs.add(guards)
+
+
+def _writer() -> Optional[Related]:
+    frame = frames.user_frame(sys._getframe(2))
+    if frame is None:
+        return None
+    w = frames.where(frame)
+    return Related(frames.display_path(w.path), w.line, w.column, "the value is changed here")
+
+
+def _module_setattr(original: Callable) -> Callable:
+    def __setattr__(self: torch.nn.Module, name: str, value: Any) -> None:
+        if _collecting and isinstance(value, torch.Tensor):
+            _rebound_in_capture(self, name, value)
+        original(self, name, value)
+        if _subscribers:
+            key = (id(self), name)
+            subs = _subscribers.get(key)
+            if subs:
+                writer = _writer()
+                for guards in list(subs):
+                    guards.written(key, value, writer)
+
+    return __setattr__
+
+
+def _rebound_in_capture(module: torch.nn.Module, name: str, value: torch.Tensor) -> None:
+    stores = [module.__dict__.get("_buffers") or {}, module.__dict__.get("_parameters") or {}]
+    old = next((s[name] for s in stores if name in s), None)
+    if old is None or old is value:
+        return
+    collector = _collecting[-1]
+    kind = "buffer" if name in stores[0] else "parameter"
+    collector.recorder.observe(
+        rc.REBIND_CAPTURED_TENSOR,
+        f"{kind} `{name}` of {type(module).__name__} is rebound inside the captured region; replays read the tensor "
+        "bound before the capture and write the one bound during it, so the state eager calls would carry "
+        "from step to step does not advance",
+        sys._getframe(2),
+    )
+
+
+def _data_get(self: torch.Tensor) -> torch.Tensor:
+    return _TENSOR_DATA.__get__(self, type(self))
+
+
+def _data_set(self: torch.Tensor, value: torch.Tensor) -> None:
+    _TENSOR_DATA.__set__(self, value)
+    subs = _data_subscribers.get(id(self)) if _data_subscribers else None
+    if subs:
+        writer = _writer()
+        for guards in list(subs):
+            guards.data_written(self, writer)
+
+
+def install() -> None:
+    """Watch writes to modules and parameters for the rest of the session."""
+    global _installed
+    if _installed:
+        return
+    module_cls, param_cls = torch.nn.Module, torch.nn.Parameter
+    _saved.append((module_cls, "__setattr__", module_cls.__dict__.get("__setattr__", _ABSENT)))
+    module_cls.__setattr__ = functools.wraps(module_cls.__setattr__)(_module_setattr(module_cls.__setattr__))
+    _saved.append((param_cls, "data", param_cls.__dict__.get("data", _ABSENT)))
+    param_cls.data = property(_data_get, _data_set, doc=_TENSOR_DATA.__doc__)
+    _installed = True
+
+
+def uninstall() -> None:
+    global _installed
+    while _saved:
+        owner, name, original = _saved.pop()
+        if original is _ABSENT:
+            delattr(owner, name)
+        else:
+            setattr(owner, name, original)
+    _subscribers.clear()
+    _data_subscribers.clear()
+    _installed = False
+
+
+# --- hooks for the replay paths ----------------------------------------------------
+
+def check_replay(inst: Any, session: Any) -> None:
+    """Before a replay outside the GPU patches (CPU stand-ins, graphed callables): record what changed
+    since the capture that `inst` (its Instrumentation) instrumented."""
+    guards: Optional[GuardSet] = getattr(inst, "guards", None)
+    if guards is None or not guards.pending:
+        return
+    recorder = Recorder(region=inst.recorder.region, phase="replay")
+    guards.check(recorder, frames.current_user_frame(2))
+    if recorder.observations:
+        session.recorders.append(recorder)
+        session.changed()  # the supervising process keeps what is found before a crash
+
+
+def graphed(fn: Any, inst: Any, session: Any) -> Any:
+    """`fn` checking its capture's guards before each call, as a graphed callable replays."""
+    def check() -> None:
+        check_replay(inst, session)
+
+    if isinstance(fn, torch.nn.Module):
+        forward = fn.forward
+
+        def guarded_forward(*args: Any, **kwargs: Any) -> Any:
+            check()
+            return forward(*args, **kwargs)
+
+        fn.forward = guarded_forward
+        return fn
+
+    @functools.wraps(fn)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        check()
+        return fn(*args, **kwargs)
+
+    return guarded
+
