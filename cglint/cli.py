@@ -65,7 +65,14 @@ def run() -> None:
     from cglint import check
 
     check.KEEP_TREES = True
-    code = main()
+    try:
+        code = main()
+        sys.stdout.flush()  # here, where a closed pipe can still be handled
+    except BrokenPipeError:
+        # `cglint verify --help | head`: the reader left (main() handles the other commands);
+        # stop quietly, without a second error when Python flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        os._exit(EXIT_CLEAN)
     if check._kept:  # a large run's trees would take longer to free than the run took to report
         for stream in (sys.stdout, sys.stderr):
             try:

@@ -286,3 +286,16 @@ def test_jobs_do_not_change_the_findings(project, capsys):
         results.append((code, json.loads(out)["findings"]))
     assert results[0] == results[1]
     assert ("src/pkg/m7.py", "CG002") in {(f["path"], f["code"]) for f in results[0][1]}
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback():
+    # `cglint rules | head -1`: the pipe is closed before cglint writes (it is still starting).
+    import subprocess
+    import sys
+
+    for command in (["rules"], ["verify", "--help"]):
+        process = subprocess.Popen([sys.executable, "-m", "cglint", *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        process.stdout.close()
+        assert process.wait() == 0
+        assert process.stderr.read() == b""
+        process.stderr.close()
