@@ -69,6 +69,7 @@ class Sampler:
 
 sampler = Sampler(0.8)
 logits = torch.randn(2, 16, device=DEVICE)
+sampler(logits)  # warmup: the first call initialises the libraries outside the capture
 g = torch.cuda.CUDAGraph()
 with torch.cuda.graph(g):
     probs = sampler(logits)
@@ -107,6 +108,7 @@ class Block(nn.Module):
 
 net = nn.Sequential(Block(32), Block(32)).to(DEVICE)
 x = torch.randn(8, 32, device=DEVICE)
+net(x)  # warmup: the first call initialises the libraries outside the capture
 g = torch.cuda.CUDAGraph()
 with torch.cuda.graph(g):
     y = net(x)
@@ -146,6 +148,7 @@ def cfg_step(uncond, cond):
 
 
 uncond, cond = torch.zeros(4, device=DEVICE), torch.ones(4, device=DEVICE)
+cfg_step(uncond, cond)  # warmup: the first call initialises the libraries outside the capture
 g = torch.cuda.CUDAGraph()
 with torch.cuda.graph(g):
     out = cfg_step(uncond, cond)
@@ -209,6 +212,7 @@ cfg = Config()
 model = Mixer(cfg).to(DEVICE)
 x, buf = torch.randn(4, device=DEVICE), torch.randn(16, device=DEVICE)
 step, retune = make_step(model)
+step(x, buf)  # warmup: the first call initialises the libraries outside the capture
 g = torch.cuda.CUDAGraph()
 with torch.cuda.graph(g):
     out = step(x, buf)
@@ -252,6 +256,7 @@ def reload(model, state):
 
 model = Norm(8).to(DEVICE)
 x = torch.randn(2, 8, device=DEVICE)
+model(x)  # warmup: the first call initialises the libraries outside the capture
 g = torch.cuda.CUDAGraph()
 with torch.cuda.graph(g):
     y = model(x)
@@ -290,6 +295,7 @@ class Accumulator(nn.Module):
 
 acc = Accumulator().to(DEVICE)
 x = torch.ones(4, device=DEVICE)
+acc(x)  # warmup: the first call initialises the libraries outside the capture
 g = torch.cuda.CUDAGraph()
 with torch.cuda.graph(g):
     out = acc(x)
@@ -359,6 +365,7 @@ model = Decoder(16).to(DEVICE)
 model.steps = 3  # changed before the capture: the graph has the value the code now holds
 model.eval()
 x = torch.randn(2, 16, device=DEVICE)
+model(x)  # warmup: the first call initialises the libraries outside the capture
 g = torch.cuda.CUDAGraph()
 with torch.cuda.graph(g):
     out = model(x)
@@ -402,6 +409,7 @@ def test_values_only_read_in_a_branch_not_taken_are_not_guarded(tmp_path, monkey
 
     head = Head()
     x = torch.randn(4, device=DEVICE)
+    head(x)  # warmup: the first call initialises the libraries outside the capture
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         y = head(x)
