@@ -282,7 +282,7 @@ class RngStateInRegion(Rule):
     name = "rng-state-in-capture"
     category = "cpu-rng"
     severity = "info"
-    summary = "Seeds or reads/sets RNG state inside a captured region: `manual_seed`, `seed`, `get_rng_state`, `set_rng_state`."
+    summary = "Seeds or reads/sets CUDA RNG state inside a captured region: `manual_seed`, `seed`, `torch.cuda.get_rng_state`, `torch.cuda.set_rng_state`."
     message = "`{expr}` touches the generator state during capture; it runs once, at capture, and older PyTorch versions refuse it (`Cannot call CUDAGeneratorImpl::... during CUDA graph capture`)"
     fix_hint = "Seed before capture; inside the graph the default generator's offset advances on each replay by itself."
     why = """The CUDA generator's seed and offset are owned by the graph during capture;
@@ -314,11 +314,29 @@ torch.manual_seed(1234)
 with torch.cuda.graph(g):
     out = forward(model, static_x)
 ''',
+        '''
+import torch
+
+def checkpointed(block, x):
+    cpu_state = torch.get_rng_state()  # the CPU generator: not owned by the graph
+    out = block(x)
+    torch.set_rng_state(cpu_state)
+    return out
+
+with torch.cuda.graph(g):
+    out = checkpointed(block, static_x)
+''',
     )
+    # `torch.get_rng_state()` / `set_rng_state()` (also under `torch.random`) are the CPU
+    # generator's state: saving it around a captured block (activation checkpointing,
+    # Megatron's RNG tracker) touches nothing the graph owns, so they are not listed.
     _NAMES = frozenset(
-        f"{prefix}.{name}"
-        for prefix in ("torch", "torch.cuda", "torch.random")
-        for name in ("manual_seed", "manual_seed_all", "seed", "seed_all", "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all", "initial_seed")
+        {
+            f"{prefix}.{name}"
+            for prefix in ("torch", "torch.cuda", "torch.random")
+            for name in ("manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed")
+        }
+        | {f"torch.cuda.{name}" for name in ("get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all")}
     )
 
     def check(self, node, ctx):

@@ -86,6 +86,9 @@ class Sampler:
 sampler = Sampler(0.8)
 with torch.cuda.graph(g):
     static_probs = sampler(static_logits)
+for temperature in (0.7, 1.0):
+    sampler.set_temperature(temperature)
+    g.replay()
 ''',
         '''
 import torch

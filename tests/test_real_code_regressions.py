@@ -31,11 +31,11 @@ def test_lazily_initialized_global_is_not_changing_state(tmp_path):
             def step(x):
                 if _ctx is None:
                     x = x + 1
-                if _mode:  # a flag switched elsewhere: still reported
+                if _mode:  # a flag switched between replays: still reported
                     x = x * 2
                 return x
             """,
-            "run.py": capture_script("from ctx import step", "y = step(x)"),
+            "run.py": capture_script("from ctx import set_mode, step", "y = step(x)") + "set_mode(True)\ng.replay()\n",
         },
         select=["CG202"],
     )
@@ -197,11 +197,11 @@ def test_sentinel_and_once_flag_globals_are_initialization(tmp_path):
                     x = x + 1
                 if not _registered:
                     x = x * 3
-                if _on:  # toggled: still reported
+                if _on:  # toggled between replays: still reported
                     x = x * 2
                 return x
             """,
-            "run.py": capture_script("from state import step", "y = step(x)"),
+            "run.py": capture_script("from state import step, toggle", "y = step(x)") + "for _ in range(3):\n    toggle()\n    g.replay()\n",
         },
         select=["CG202"],
     )

@@ -23,7 +23,7 @@ from cglint.engine.captures import Capture, CaptureKind, TraceStep
 from cglint.engine.definitions import FunctionInfo, ModuleInfo
 from cglint.engine.phases import cached_on_first_use
 from cglint.engine.project import Project
-from cglint.engine.replay_writes import writes_of
+from cglint.engine.replay_writes import restored_state, writes_of
 from cglint.engine.scope import Scope, initial_env
 from cglint.engine.state import StateFacts
 from cglint.engine.syntax import call_method, called_names, code_of, decorator_callee, descendants, dotted_name, identifiers
@@ -184,7 +184,22 @@ class Engine:
         finally:
             self.project.only_capturing = False
         helpers = {h.name.rsplit(".", 1)[-1] for h in self._helpers.values() if h.context or h.callable_params}
-        return helpers | self._compiled_names
+        return helpers | self._compiled_names | self._capturing_function_names()
+
+    def _capturing_function_names(self) -> set[str]:
+        """Functions that capture their own body when called (`engine.capture_all()`, a runner
+        built with `Runner(model)`): their callers hold the replay loop, where setters run
+        between replays (`model.set_temperature(t)` in a serving loop)."""
+        names = set()
+        for capture in self._captures.values():
+            function = capture.function
+            if function is None or function.qualname == "<module>":
+                continue
+            if function.name == "__init__" and function.cls is not None:
+                names.add(function.cls.name)
+            elif not function.name.startswith("__"):
+                names.add(function.name)
+        return names
 
     def _guarded(self, module: ModuleInfo, work: Callable[[], None]) -> None:
         # One broken construct must not cost the user the findings of every other file.
@@ -298,6 +313,8 @@ class Engine:
         """Remember names and attributes assigned outside regions (state that may change between replays)."""
         if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Attribute):
             target = target.value  # `engine.opts["scale"] = s` changes what `self.opts` holds
+        if code_of(target, 400) in restored_state(self.project, function):
+            return  # saved, changed and put back before the function returns
         if isinstance(target, cst.Name):
             key = ("name", function.key, target.value)
         elif isinstance(target, cst.Attribute):

@@ -64,12 +64,10 @@ class Context:
         return to_device(call, self._walker.scope)
 
     # --- state between replays ----------------------------------------------
-    def changing_state(self, expr: cst.BaseExpression, any_write: bool = False) -> Optional[str]:
-        """Describe `expr` if it reads host state that the code changes between replays.
-
-        By default only counters and mode switches count (a branch on them is frozen);
-        `any_write` counts every assignment outside setup (a value baked into kernels)."""
-        return self._walker.engine.state.changing(expr, self._walker.scope, any_write)
+    def changing_state(self, expr: cst.BaseExpression) -> Optional[str]:
+        """Describe `expr` if it reads host state that the code changes between replays: written
+        by code that runs between replays, or a counter stepped outside setup."""
+        return self._walker.engine.state.changing(expr, self._walker.scope)
 
     @property
     def captured_names(self) -> set[str]:

@@ -14,76 +14,164 @@ code (a `torch.as_tensor(..., device=...)` or a log line inside a lazy initialis
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Iterable, NamedTuple
 
 import libcst as cst
 
 from cglint.engine.definitions import FunctionInfo
-from cglint.engine.syntax import assigned_names, code_of, decorator_callee, descendants, dotted_name, positional, string_value
+from cglint.engine.syntax import assigned_names, call_method, code_of, decorator_callee, descendants, dotted_name, positional, string_value
 
-# Decorators whose function body runs once per distinct argument tuple.
-_CACHING_DECORATORS = frozenset({"lru_cache", "cache", "cached_property", "memoize", "memoized"})
+# Words in a decorator's name that say its function body runs once per distinct argument
+# tuple: `functools.lru_cache`, `cache`, `cached_property`, and projects' own memo decorators
+# (SGLang's `@cache_once` around its JIT kernel loaders, `@memoize`, `@run_once`).
+_CACHING_WORDS = frozenset({"cache", "cached", "memo", "memoize", "memoized", "once"})
 
 
-def initializes_once(node: cst.If, globals_declared: frozenset = frozenset()) -> bool:
-    """`if <not yet set>: <set it>`: a body that fills what its test checks for.
+# A test of first-use state: which state it reads and whether it is true once filled.
+class StateTest(NamedTuple):
+    kind: str  # "value": the expression itself, "item": a container's keys, "attr": hasattr()
+    text: str
+    filled: bool  # the test holds once the state is filled (after warmup)
 
-    The state must outlive a call: an attribute, or a global the function declares; a
+
+# Methods that fill a container (`seen.add(key)`, `cache.setdefault(k, v)`).
+_FILLING_METHODS = frozenset({"add", "append", "setdefault", "update", "__setitem__"})
+# A memo fill usually sits in the branch itself or one helper away (`self._compile(key)`).
+_FOLLOW_DEPTH = 1
+
+Stateful = Callable[[cst.BaseExpression], bool]
+Callees = Callable[[cst.Call], list]
+
+
+def initializes_once(node: cst.If, stateful: Stateful, callees: Callees) -> bool:
+    """`if <not yet filled>: <fill it>`: a body that fills what its test checks for, so at a
+    capture after warmup the test is false. The state must outlive a call (`stateful`); a
     local (`if out is None: out = torch.empty_like(x)`) is set anew on every call."""
     if node.orelse is not None:
         return False
-    state = _tested_state(node.test, globals_declared)
-    if state is None:
+    return any(
+        not test.filled and _fills(suite_nodes(node.body), test, callees, _FOLLOW_DEPTH)
+        for test in _state_tests(node.test, stateful)
+    )
+
+
+def returns_once_filled(node: cst.CSTNode, rest: list, stateful: Stateful, callees: Callees) -> bool:
+    """`if key in self._cache: return self._cache[key]` followed by code that fills the cache:
+    after warmup the early return is taken, and the rest of the block ran at warmup only
+    (SGLang's `if (role, name) in _SEEN: return` before recording and printing)."""
+    if not isinstance(node, cst.If) or node.orelse is not None:
         return False
-    kind, text = state
-    for inner in descendants(node.body):
+    if not ends_with(node.body, (cst.Return,)):
+        return False
+    rest_nodes = [n for stmt in rest for n in (stmt, *descendants(stmt))]
+    return any(
+        test.filled and _fills(rest_nodes, test, callees, _FOLLOW_DEPTH)
+        for test in _state_tests(node.test, stateful)
+    )
+
+
+def suite_body(suite: cst.BaseSuite) -> list:
+    """The statements of a block (the small statements of a one-line `if x: return y`)."""
+    return list(suite.body)
+
+
+def ends_with(suite: cst.BaseSuite, kinds: tuple) -> bool:
+    """Whether the block's last statement is one of `kinds` (`cst.Return`, `cst.Raise`)."""
+    body = suite_body(suite)
+    last = body[-1] if body else None
+    if isinstance(last, cst.SimpleStatementLine):
+        last = last.body[-1]
+    return isinstance(last, kinds)
+
+
+def suite_nodes(suite: cst.BaseSuite) -> list:
+    return [n for stmt in suite_body(suite) for n in (stmt, *descendants(stmt))]
+
+
+def _state_tests(test: cst.BaseExpression, stateful: Stateful) -> list[StateTest]:
+    """The first-use tests a condition makes: `self.table is None`, `not self._ready`,
+    `not hasattr(self, "cos")`, `key not in self._cache`, and their filled forms; also a
+    comparison with a cached copy (`if params != cache["params"]:`, vLLM's backend chosen
+    again only when its inputs change)."""
+    text = lambda expr: code_of(expr, 400)  # noqa: E731 - compared, not shown
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        # `if _te_version is None and HAVE_TE:` (Megatron): false once the state is filled.
+        return [t for side in (test.left, test.right) for t in _state_tests(side, stateful) if not t.filled]
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return [t._replace(filled=not t.filled) for t in _state_tests(test.expression, stateful)]
+    if isinstance(test, cst.Call) and dotted_name(test.func) == "hasattr":
+        args = positional(test)
+        name = string_value(args[1]) if len(args) == 2 else None
+        return [StateTest("attr", f"{text(args[0])}.{name}", True)] if name else []
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        part = test.comparisons[0]
+        operator, left, right = part.operator, test.left, part.comparator
+        if isinstance(operator, (cst.In, cst.NotIn)):
+            return [StateTest("item", text(right), isinstance(operator, cst.In))] if stateful(right) else []
+        if isinstance(operator, (cst.Is, cst.IsNot)) and isinstance(right, cst.Name) and stateful(left):
+            # `is None`, or `is _UNSET` (a sentinel)
+            if right.value == "None" or right.value.lstrip("_").isupper():
+                return [StateTest("value", text(left), isinstance(operator, cst.IsNot))]
+            return []
+        if isinstance(operator, (cst.Equal, cst.NotEqual)):
+            filled = isinstance(operator, cst.Equal)
+            return [StateTest("value", text(side), filled) for side in (left, right) if stateful(side)]
+        return []
+    return [StateTest("value", text(test), True)] if stateful(test) else []
+
+
+def _fills(nodes: Iterable[cst.CSTNode], test: StateTest, callees: Callees, depth: int) -> bool:
+    """Whether `nodes` write the state `test` reads, directly or in a function they call."""
+    for inner in nodes:
         if isinstance(inner, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
             targets = [t.target for t in inner.targets] if isinstance(inner, cst.Assign) else [inner.target]
             for target in targets:
                 for leaf in assigned_names(target):
-                    if kind == "item" and isinstance(leaf, cst.Subscript) and code_of(leaf.value) == text:
+                    if test.kind == "item" and isinstance(leaf, cst.Subscript):
+                        if code_of(leaf.value, 400) == test.text:
+                            return True
+                    elif code_of(leaf, 400) == test.text:
                         return True
-                    if kind != "item" and code_of(leaf) == text:
-                        return True
-        elif isinstance(inner, cst.Call) and kind == "attr" and dotted_name(inner.func) == "setattr":
-            args = positional(inner)
-            if len(args) >= 2 and f"{code_of(args[0])}.{string_value(args[1])}" == text:
+        elif isinstance(inner, cst.Call):
+            method = call_method(inner)
+            if method is not None and test.kind == "item" and method[1] in _FILLING_METHODS:
+                if code_of(method[0], 400) == test.text:
+                    return True
+            if test.kind == "attr" and dotted_name(inner.func) == "setattr":
+                args = positional(inner)
+                if len(args) >= 2 and f"{code_of(args[0], 400)}.{string_value(args[1])}" == test.text:
+                    return True
+            if depth > 0 and _fills_in_callee(inner, test, callees, depth):
                 return True
     return False
 
 
-def _tested_state(test: cst.BaseExpression, globals_declared: frozenset) -> Optional[tuple[str, str]]:
-    """What a first-use test checks: ("value", "self.table") for `self.table is None` or
-    `not self._ready`, ("attr", "self.cos") for `not hasattr(self, "cos")`, ("item",
-    "self._cache") for `key not in self._cache`."""
-
-    def _stateful(expr: cst.BaseExpression) -> bool:
-        return isinstance(expr, cst.Attribute) or (isinstance(expr, cst.Name) and expr.value in globals_declared)
-
-    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
-        part = test.comparisons[0]
-        if isinstance(part.operator, cst.Is) and isinstance(part.comparator, cst.Name) and _stateful(test.left):
-            # `is None`, or `is _UNSET` (a sentinel)
-            if part.comparator.value == "None" or part.comparator.value.lstrip("_").isupper():
-                return "value", code_of(test.left)
-        if isinstance(part.operator, cst.NotIn) and _stateful(part.comparator):
-            return "item", code_of(part.comparator)
-        return None
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        inner = test.expression
-        if isinstance(inner, cst.Call) and dotted_name(inner.func) == "hasattr":
-            args = positional(inner)
-            name = string_value(args[1]) if len(args) == 2 else None
-            return ("attr", f"{code_of(args[0])}.{name}") if name else None
-        if _stateful(inner):
-            return "value", code_of(inner)
-    return None
+def _fills_in_callee(call: cst.Call, test: StateTest, callees: Callees, depth: int) -> bool:
+    """`self._compile(key)` filling `self._cache`: the callee writes the same state through its
+    own receiver (`self` renamed to its first parameter); a global keeps its name."""
+    receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
+    for function in callees(call):
+        if not isinstance(function.node, cst.FunctionDef):
+            continue
+        renamed = test
+        if isinstance(receiver, cst.Name) and test.text.startswith(receiver.value + "."):
+            if not (function.is_method and function.params):
+                continue
+            renamed = test._replace(text=function.params[0].name.value + test.text[len(receiver.value):])
+        nodes = [n for stmt in suite_body(function.node.body) for n in (stmt, *descendants(stmt))]
+        if _fills(nodes, renamed, callees, depth - 1):
+            return True
+    return False
 
 
 def cached_on_first_use(function: FunctionInfo) -> bool:
-    """Decorated with a cache (`@functools.lru_cache`, `@cache`): warmup filled it."""
+    """Decorated with a cache (`@functools.lru_cache`, `@cache_once`), or named to run once
+    (`_init_jit_cuda_arch_once()`): warmup ran it, and at capture it returns early or its
+    result comes from the cache."""
+    if "once" in function.name.lower().split("_"):
+        return True
     for decorator in function.decorators:
         name = dotted_name(decorator_callee(decorator)) or ""
-        if name.rsplit(".", 1)[-1] in _CACHING_DECORATORS:
+        if _CACHING_WORDS & set(name.rsplit(".", 1)[-1].lower().split("_")):
             return True
     return False

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from cglint.engine.definitions import FunctionInfo
-from cglint.engine.syntax import assigned_names, call_method, descendants
+from cglint.engine.phases import initializes_once, suite_nodes
+from cglint.engine.syntax import assigned_names, call_method, code_of, descendants
 
 if TYPE_CHECKING:
     from cglint.engine.project import Project
@@ -48,12 +49,17 @@ def _scan(project: "Project", function: FunctionInfo, depth: int) -> frozenset:
             declared["nonlocal"].update(n.name.value for n in current.names)
     found: set = set()
     scope = None
+    restored = restored_state(project, function)
+    once = _initialised_once(node, declared)
     for current in descendants(node):
+        if id(current) in once:
+            continue
         if isinstance(current, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
             targets = [t.target for t in current.targets] if isinstance(current, cst.Assign) else [current.target]
             for target in targets:
                 for leaf in assigned_names(target):
-                    found.update(_keys(leaf, declared, function))
+                    if code_of(leaf, 400) not in restored:
+                        found.update(_keys(leaf, declared, function))
         elif isinstance(current, cst.Call):
             method = call_method(current)
             if method is not None and method[1] in _MODE_SWITCHES:
@@ -63,6 +69,38 @@ def _scan(project: "Project", function: FunctionInfo, depth: int) -> frozenset:
                 for callee in _callees(project, scope, current):
                     found.update(writes_of(project, callee, depth - 1))
     return frozenset(found)
+
+
+def _initialised_once(node: cst.FunctionDef, declared: dict) -> set[int]:
+    """Assignments in lazy initialisation (`if _te_version is None: _te_version = ...`): they
+    ran at warmup, and a call between replays finds the state filled and writes nothing."""
+    names = declared["global"] | declared["nonlocal"]
+    stateful = lambda expr: isinstance(expr, cst.Attribute) or (isinstance(expr, cst.Name) and expr.value in names)  # noqa: E731
+    skipped: set[int] = set()
+    for current in descendants(node):
+        if isinstance(current, cst.If) and initializes_once(current, stateful, lambda call: []):
+            skipped.update(id(n) for n in suite_nodes(current.body))
+    return skipped
+
+
+def restored_state(project: "Project", function: FunctionInfo) -> frozenset:
+    return project.cached(("restored", function.key), lambda: _restored(function.node), frozenset())  # type: ignore[return-value]
+
+
+def _restored(node: cst.CSTNode) -> frozenset:
+    """State a function saves, changes and puts back (`saved = self.flag; self.flag = False;
+    ...; self.flag = saved`, as Megatron's layer does around eager code after a replay):
+    when the function returns, the state is what it was."""
+    saved: dict[str, str] = {}  # local -> the state it holds
+    restored: set[str] = set()
+    for current in descendants(node):
+        if isinstance(current, cst.Assign) and len(current.targets) == 1:
+            target, value = current.targets[0].target, current.value
+            if isinstance(target, cst.Name) and isinstance(value, (cst.Attribute, cst.Name)):
+                saved.setdefault(target.value, code_of(value, 400))
+            elif isinstance(value, cst.Name) and saved.get(value.value) == code_of(target, 400):
+                restored.add(saved[value.value])
+    return frozenset(restored)
 
 
 def _keys(leaf: cst.BaseExpression, declared: dict, function: FunctionInfo) -> list[tuple]:

@@ -24,7 +24,7 @@ from cglint.engine.captures import CaptureKind
 from cglint.engine.context import Context
 from cglint.engine.definitions import ClassInfo, FunctionInfo
 from cglint.engine.scope import Scope
-from cglint.engine.phases import initializes_once
+from cglint.engine.phases import ends_with, initializes_once, returns_once_filled, suite_body
 from cglint.engine.syntax import assigned_names, call_method, children, code_of, descendants, dotted_name, positional
 from cglint.engine.values import HOST, UNKNOWN, Kind, Value, evaluate, truth
 
@@ -56,10 +56,6 @@ DISPATCHED = DISPATCHED_STATEMENTS | frozenset(
 )
 
 
-def suite_body(suite: cst.BaseSuite) -> list:
-    return list(suite.body)
-
-
 class Walker:
     def __init__(self, engine: "Engine", function: FunctionInfo, env: dict[str, Value], mode: Mode, job: Optional["Job"] = None):
         self.engine = engine
@@ -84,18 +80,20 @@ class Walker:
 
     # --- statements --------------------------------------------------------
     def block(self, statements: Iterable[cst.CSTNode]) -> None:
-        for stmt in statements:
+        statements = list(statements)
+        for index, stmt in enumerate(statements):
             self.stmt(stmt)
             if self.exits_while_capturing(stmt):
                 return  # `if capturing(): raise ...`: what follows never runs during capture
+            if self.in_region and self.mode is Mode.REGION and returns_once_filled(stmt, statements[index + 1:], self.stateful, self.project_callees):
+                return  # `if key in cache: return cache[key]`: the rest filled the cache at warmup
 
     def exits_while_capturing(self, node: cst.CSTNode) -> bool:
         """`if torch.cuda.is_current_stream_capturing(): raise/return` (or any branch known to
         be taken) with no else, in a region: what follows never runs during capture."""
         if not isinstance(node, cst.If) or node.orelse is not None or self.dead_branch(node) != "orelse":
             return False
-        last = suite_body(node.body)[-1] if suite_body(node.body) else None
-        return isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], (cst.Raise, cst.Return))
+        return ends_with(node.body, (cst.Raise, cst.Return))
 
     def stmt(self, node: cst.CSTNode) -> None:
         self.statement = node
@@ -215,9 +213,21 @@ class Walker:
         known = truth(node.test, self.scope)
         if known is not None:
             return "orelse" if known else "body"
-        if initializes_once(node, self.declared_globals()):
+        if initializes_once(node, self.stateful, self.project_callees):
             return "body"
         return None
+
+    def stateful(self, expr: cst.BaseExpression) -> bool:
+        """Whether `expr` names state that outlives a call: an attribute, a module global or
+        closure variable (not a local or parameter of this call), or an item of either."""
+        if isinstance(expr, cst.Subscript):
+            return self.stateful(expr.value)
+        if isinstance(expr, cst.Attribute):
+            return True
+        return isinstance(expr, cst.Name) and (expr.value in self.declared_globals() or expr.value not in self.scope.env)
+
+    def project_callees(self, call: cst.Call) -> list[FunctionInfo]:
+        return [function for function, _ in self.callees(call)]
 
     def declared_globals(self) -> frozenset:
         return self.engine.project.cached(("globals-declared", self.function.key), lambda: frozenset(
@@ -398,6 +408,11 @@ class Walker:
         if not self.in_region:
             resolved = [function for function, _ in callees]
             self.engine.note_host_call(self.function, resolved, node, {} if resolved else dict(self.scope.env), self.after_capture)
+            if not resolved and self.engine.project.only_capturing and self.engine.between_replays(self.function, self.after_capture):
+                # `model = Decoder()` was evaluated without the modules that hold no capture
+                # form, so `model.set_temperature(t)` in the replay loop resolved to nothing:
+                # walk again with every module, as for capture targets.
+                self.engine.defer(self.function, self.initial_env)
             if (call_method(node) or (None, ""))[1] in ("train", "eval"):
                 self.engine.note_mode_switch(self.function, self.after_capture)
         for function, bound in callees:

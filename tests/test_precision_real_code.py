@@ -1,0 +1,291 @@
+"""False positives seen on real engine code with `captured` configured (vLLM, SGLang,
+Megatron-Core, diffusers), each reduced to its original's shape, with a real hazard beside
+it that must still be reported."""
+from __future__ import annotations
+
+from tests.helpers import capture_script, codes_lines, findings
+
+HOST = ["CG101", "CG202", "CG306", "CG501", "CG502", "CG503", "CG504", "CG601", "CG702"]
+
+
+def test_memo_filled_by_a_helper_method_runs_at_warmup_only(tmp_path):
+    # vLLM's cute_dsl/ll_bf16.py: `if key not in self._cache: self._compile(key)`, where
+    # _compile stores into the cache and logs. After warmup the kernel comes from the cache.
+    found = findings(
+        tmp_path,
+        {
+            "gemm.py": """
+            import logging
+            import torch
+
+            logger = logging.getLogger(__name__)
+
+            class Gemm:
+                def __init__(self):
+                    self._compiled_cache = {}
+
+                def _compile(self, key):
+                    kernel = torch.compile(torch.mm)
+                    self._compiled_cache[key] = kernel
+                    logger.debug("compiled %s", key)
+
+                def __call__(self, a, b):
+                    key = (a.shape[0], a.dtype)
+                    if key not in self._compiled_cache:
+                        self._compile(key)
+                    out = self._compiled_cache[key](a, b)
+                    logger.info("gemm %s", out.sum().item())
+                    return out
+            """,
+            "run.py": capture_script("from gemm import Gemm\ngemm = Gemm()", "y = gemm(x, x)"),
+        },
+        select=HOST,
+    )
+    assert codes_lines(found) == {("CG101", 20), ("CG502", 20)}
+
+
+def test_early_return_from_a_seen_set_skips_the_recording_below(tmp_path):
+    # SGLang's runtime_context.py: `if (role, name) in _SEEN: return`, then record and print.
+    found = findings(
+        tmp_path,
+        {
+            "record.py": """
+            _SEEN = set()
+
+            def record(role, name):
+                if (role, name) in _SEEN:
+                    return
+                _SEEN.add((role, name))
+                print(f"read {role} {name}")
+
+            def lookup(table, cache, key):
+                if key in cache:
+                    return cache[key]
+                print("miss", key)  # `cache` is a parameter: filled per call, not a memo
+                return table[key]
+
+            def step(x):
+                record("decode", "scale")
+                return lookup({}, {}, "k") * x
+            """,
+            "run.py": capture_script("from record import step", "y = step(x)"),
+        },
+        select=HOST,
+    )
+    assert codes_lines(found) == {("CG501", 12)}
+
+
+def test_compare_with_cached_copy_and_once_functions(tmp_path):
+    # vLLM's backend chosen again only when its inputs change; SGLang's `@cache_once`
+    # JIT loaders and `_init_jit_cuda_arch_once()`.
+    found = findings(
+        tmp_path,
+        {
+            "backend.py": """
+            import logging
+
+            logger = logging.getLogger(__name__)
+            _STATE = {"params": None, "backend": None}
+
+            def cache_once(fn):
+                return fn
+
+            @cache_once
+            def load_kernel(name):
+                logger.warning("building %s", name)
+                return name
+
+            def _init_arch_once():
+                logger.warning("Cannot detect CUDA architecture.")
+
+            def pick_backend(params):
+                if params != _STATE["params"]:
+                    logger.info("choosing a backend for %s", params)
+                    _STATE["backend"] = "triton"
+                    _STATE["params"] = params
+                return _STATE["backend"]
+
+            def attention(x, heads):
+                _init_arch_once()
+                load_kernel("attn")
+                backend = pick_backend((heads, 64))
+                logger.debug("attention with %s", backend)
+                return x
+            """,
+            "run.py": capture_script("from backend import attention", "y = attention(x, 8)"),
+        },
+        select=HOST,
+    )
+    assert codes_lines(found) == {("CG502", 28)}
+
+
+def test_setters_nobody_calls_between_replays_are_configuration(tmp_path):
+    # diffusers' `enable_tiling()`, Megatron's `set_pipeline_model_parallel_rank()`, SGLang's
+    # `set_fused_op_backend()`: configuration API run while building, never seen between
+    # replays. A counter stepped by the forward, and a setter called in the replay loop,
+    # still change what the graph froze.
+    found = findings(
+        tmp_path,
+        {
+            "model.py": """
+            import torch
+
+            _BACKEND = "auto"
+
+            def set_backend(name):
+                global _BACKEND
+                _BACKEND = name
+
+            class Decoder(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.use_tiling = False
+                    self.temperature = 1.0
+                    self.calls = 0
+
+                def enable_tiling(self):
+                    self.use_tiling = True
+
+                def set_temperature(self, t):
+                    self.temperature = t
+
+                def forward(self, x):
+                    self.calls += 1
+                    if self.use_tiling:
+                        x = x * 2
+                    if _BACKEND == "triton":
+                        x = x + 1
+                    if self.calls % 100 == 0:
+                        x = x - 1
+                    if self.temperature > 0.5:
+                        x = x / 2
+                    return x
+            """,
+            "run.py": """
+            import torch
+            from model import Decoder
+
+            model = Decoder()
+            g = torch.cuda.CUDAGraph()
+            x = torch.zeros(4, device="cuda")
+            with torch.cuda.graph(g):
+                y = model(x)
+            for t in (0.7, 0.9):
+                model.set_temperature(t)
+                g.replay()
+            """,
+        },
+        select=["CG202"],
+    )
+    assert codes_lines(found) == {("CG202", 28), ("CG202", 30)}
+
+
+def test_flag_saved_and_restored_around_eager_code_does_not_change(tmp_path):
+    # Megatron's TransformerLayer: after a graph replay it clears `recompute_pre_mlp_layernorm`
+    # around an eager call and restores it.
+    found = findings(
+        tmp_path,
+        {
+            "layer.py": """
+            import torch
+
+            class Layer(torch.nn.Module):
+                def __init__(self, recompute):
+                    super().__init__()
+                    self.recompute = recompute
+                    self.graph = None
+
+                def forward(self, x):
+                    if self.recompute:
+                        x = x * 2
+                    return x
+
+                def post(self, y):
+                    return y + 1
+
+                def replay_step(self, y):
+                    self.graph.replay()
+                    saved = self.recompute
+                    self.recompute = False
+                    out = self.post(y)
+                    self.recompute = saved
+                    return out
+            """,
+            "run.py": """
+            import torch
+            from layer import Layer
+
+            layer = Layer(True)
+            x = torch.zeros(4, device="cuda")
+            layer.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(layer.graph):
+                y = layer(x)
+            for _ in range(3):
+                out = layer.replay_step(y)
+            """,
+        },
+        select=["CG202"],
+    )
+    assert codes_lines(found) == set()
+
+
+def test_cpu_generator_state_saved_around_captured_code_is_allowed(tmp_path):
+    # Megatron's `_get_all_rng_states()`: `torch.get_rng_state()` is the CPU generator.
+    found = findings(
+        tmp_path,
+        {
+            "ckpt.py": """
+            import torch
+
+            def run_block(block, x):
+                cpu_state = torch.get_rng_state()
+                cuda_state = torch.cuda.get_rng_state()
+                out = block(x)
+                torch.set_rng_state(cpu_state)
+                return out
+            """,
+            "run.py": capture_script("from ckpt import run_block", "y = run_block(torch.nn.Identity(), x)"),
+        },
+        select=["CG306"],
+    )
+    assert codes_lines(found) == {("CG306", 5)}
+
+
+def test_lazily_filled_global_behind_and_is_not_changed_by_its_callers(tmp_path):
+    # Megatron's `get_te_version()`: `if _te_version is None and HAVE_TE:` fills a global once;
+    # `is_te_min_version()` called between replays only reads it. A setter called there
+    # still counts.
+    found = findings(
+        tmp_path,
+        {
+            "utils.py": """
+            HAVE_TE = True
+            _te_version = None
+            _fp8 = False
+
+            def get_te_version():
+                global _te_version
+                if _te_version is None and HAVE_TE:
+                    _te_version = (2, 2)
+                return _te_version
+
+            def is_te_min_version(v):
+                return get_te_version() >= v
+
+            def set_fp8(on):
+                global _fp8
+                _fp8 = on
+
+            def attention(x):
+                if _te_version is not None and _te_version >= (2, 0):
+                    x = x + 1
+                if _fp8:
+                    x = x * 2
+                return x
+            """,
+            "run.py": capture_script("from utils import attention, is_te_min_version, set_fp8", "y = attention(x)")
+            + "for step in range(3):\n    if is_te_min_version((2, 1)):\n        set_fp8(step > 0)\n    g.replay()\n",
+        },
+        select=["CG202"],
+    )
+    assert codes_lines(found) == {("CG202", 21)}
