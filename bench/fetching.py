@@ -1,5 +1,5 @@
-"""Fetch pinned real projects as trees of their `.py` files (shared by bench/scan.py and
-bench/realworld/run.py).
+"""Fetch pinned real projects as trees of their `.py` files and run cglint on them (shared by
+bench/scan.py and bench/realworld/run.py).
 
 A project is fetched with `pip download --no-deps` into a scratch folder and only the `.py`
 files of the wheel or sdist are unpacked (nothing else of its code is kept). Specs:
@@ -12,10 +12,12 @@ files of the wheel or sdist are unpacked (nothing else of its code is kept). Spe
 - `{"stdlib": True, "version": "3.11.7"}`: the running interpreter's standard library.
 
 A tree already in the scratch folder is reused, so a kept scratch folder is a cache.
+`run_cglint` checks a tree in a child process, with a configuration written for that run.
 """
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import importlib.util
 import os
 import platform
@@ -24,12 +26,18 @@ import subprocess
 import sys
 import sysconfig
 import tarfile
+import tempfile
+import time
 import zipfile
 from pathlib import Path
 
 
 class FetchError(Exception):
     """A project could not be had."""
+
+
+class CheckError(Exception):
+    """cglint failed on a tree (crashed, exited with status 2, wrote no JSON)."""
 
 
 def log(message: str) -> None:
@@ -118,3 +126,34 @@ def fetch(name: str, spec: dict, scratch: Path) -> Path:
     unpack_py(archive, partial)
     partial.rename(tree)
     return tree
+
+
+def run_cglint(tree: Path, paths: list, config: dict, report: Path | None = None) -> tuple[dict, float, float]:
+    """cglint's JSON report on `paths` of `tree` with `config` ([tool.cglint] keys), the wall
+    seconds and the peak resident MiB of the cglint process with its workers. `report`: a
+    file to keep the JSON report in. The cglint imported is the one of this checkout."""
+    settings = tree / "cglint.toml"  # this run's own configuration (and none from above the tree)
+    settings.write_text("".join(f"{key} = {json.dumps(value)}\n" for key, value in config.items()), encoding="utf-8")
+    command = [sys.executable, "-m", "cglint", "check", "--format", "json", "--exit-zero", "--no-cache", "--config", str(settings), *paths]
+    repo = str(Path(__file__).resolve().parent.parent)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")])))
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        process = subprocess.Popen(command, cwd=tree, stdout=out, stderr=err, env=env)
+        # wait4 gives this child's own peak (with its waited-for workers), not the largest of all runs.
+        _, status, usage = os.wait4(process.pid, 0)
+        seconds = time.perf_counter() - start
+        process.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace")
+    if process.returncode != 0:
+        raise CheckError(f"cglint exited with status {process.returncode}: {stderr.strip()[-2000:]}")
+    try:
+        data = json.loads(stdout)
+    except ValueError:
+        raise CheckError(f"cglint wrote no JSON report: {stdout[:200]!r} {stderr.strip()[-1000:]}") from None
+    if report is not None:
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    return data, seconds, usage.ru_maxrss / 1024

@@ -33,15 +33,13 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import subprocess
 import sys
 import tempfile
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Optional
 
-from fetching import FetchError, fetch, log  # bench/fetching.py (this script's folder is on sys.path)
+from fetching import CheckError, FetchError, fetch, log, run_cglint  # bench/fetching.py (this script's folder is on sys.path)
 
 HERE = Path(__file__).resolve().parent
 BASELINE = HERE / "scan-baseline.json"
@@ -122,34 +120,15 @@ class ScanError(Exception):
 
 
 # --- scanning -------------------------------------------------------------------------
-def _toml(config: dict) -> str:
-    lines = []
-    for key, value in config.items():
-        lines.append(f"{key} = {json.dumps(value)}")
-    return "\n".join(lines) + "\n"
-
-
 def scan(tree: Path, paths: list[str], config: dict, report: Optional[Path], name: str) -> dict:
     missing = [p for p in paths if not (tree / p).exists()]
     if missing:
         raise ScanError(f"not in the package: {', '.join(missing)}")
     py_files = sum(1 if (tree / p).is_file() else sum(1 for f in (tree / p).rglob("*.py") if f.is_file()) for p in paths)
-    settings = tree / "cglint.toml"  # this run's own configuration (and none from above the tree)
-    settings.write_text(_toml(config), encoding="utf-8")
-    command = [sys.executable, "-m", "cglint", "check", "--format", "json", "--exit-zero", "--no-cache", "--config", str(settings), *paths]
-    start = time.perf_counter()
-    process = subprocess.Popen(command, cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out, err = process.communicate()
-    seconds = time.perf_counter() - start
-    if process.returncode != 0:
-        raise ScanError(f"cglint exited with status {process.returncode}: {err.strip()[-2000:]}")
     try:
-        data = json.loads(out)
-    except ValueError:
-        raise ScanError(f"cglint wrote no JSON report: {out[:200]!r} {err.strip()[-1000:]}") from None
-    if report is not None:
-        report.mkdir(parents=True, exist_ok=True)
-        (report / f"{name}.json").write_text(json.dumps(data, indent=1), encoding="utf-8")
+        data, seconds, _ = run_cglint(tree, paths, config, report / f"{name}.json" if report else None)
+    except CheckError as exc:
+        raise ScanError(str(exc)) from None
     counts = Counter(f["code"] for f in data["findings"])
     internal = [f for f in data["findings"] if f["code"] == "CG000"]
     return {

@@ -28,19 +28,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
-import time
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE.parent))
-from fetching import FetchError, fetch, log  # noqa: E402  (bench/fetching.py)
+from fetching import CheckError, FetchError, fetch, log, run_cglint  # noqa: E402  (bench/fetching.py)
 
 PROJECTS = HERE / "projects.toml"
 GRADED = HERE / "graded.toml"
@@ -119,45 +115,14 @@ def match(findings: list[dict], grades: list[Grade], tree: Path) -> tuple[list, 
     return paired, missing
 
 
-def toml_config(config: dict) -> str:
-    return "".join(f"{key} = {json.dumps(value)}\n" for key, value in config.items())
-
-
-def run_cglint(tree: Path, paths: list[str], config: dict, report: Optional[Path]) -> tuple[dict, float, float]:
-    """The JSON report, wall seconds and peak resident MiB of one `cglint check` process."""
-    missing = [p for p in paths if not (tree / p).exists()]
-    if missing:
-        raise RuntimeError(f"not in the package: {', '.join(missing)}")
-    settings = tree / "cglint.toml"  # this run's own configuration (and none from above the tree)
-    settings.write_text(toml_config(config), encoding="utf-8")
-    command = [sys.executable, "-m", "cglint", "check", "--format", "json", "--exit-zero", "--no-cache", "--config", str(settings), *paths]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        process = subprocess.Popen(command, cwd=tree, stdout=out, stderr=err, env=env)
-        # wait4 gives this child's own peak (with its waited-for workers), not the largest of all runs.
-        _, status, usage = os.wait4(process.pid, 0)
-        seconds = time.perf_counter() - start
-        process.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace")
-    if process.returncode != 0:
-        raise RuntimeError(f"cglint exited with status {process.returncode}: {stderr.strip()[-2000:]}")
-    try:
-        data = json.loads(stdout)
-    except ValueError:
-        raise RuntimeError(f"cglint wrote no JSON report: {stdout[:200]!r} {stderr.strip()[-1000:]}") from None
-    if report is not None:
-        report.mkdir(parents=True, exist_ok=True)
-        (report / f"{tree.name}.json").write_text(json.dumps(data, indent=1), encoding="utf-8")
-    return data, seconds, usage.ru_maxrss / 1024
-
-
 def evaluate(name: str, spec: dict, grades: list[Grade], cache: Path, reports: Optional[Path]) -> tuple[Outcome, Path]:
     outcome = Outcome(name)
     tree = fetch(name, spec, cache)
-    data, outcome.seconds, outcome.peak_mib = run_cglint(tree, spec["paths"], spec.get("config", {}), reports)
+    missing = [p for p in spec["paths"] if not (tree / p).exists()]
+    if missing:
+        raise CheckError(f"not in the package: {', '.join(missing)}")
+    report = reports / f"{name}.json" if reports else None
+    data, outcome.seconds, outcome.peak_mib = run_cglint(tree, spec["paths"], spec.get("config", {}), report)
     outcome.findings, outcome.missing = match(data["findings"], grades, tree)
     return outcome, tree
 
@@ -204,7 +169,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         log(f"{name}: fetching and checking")
         try:
             outcome, tree = evaluate(name, projects[name], grades.get(name, []), args.cache.resolve(), args.reports)
-        except (FetchError, RuntimeError) as exc:
+        except (FetchError, CheckError) as exc:
             outcomes.append(Outcome(name, error=str(exc)))
             log(f"  {name}: FAILED: {exc}")
             continue
