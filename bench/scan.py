@@ -7,7 +7,7 @@ Run on demand (not part of the test suite; it downloads a few hundred MB):
     python bench/scan.py --update          # write the baseline from this run
     python bench/scan.py --keep DIR --reports DIR   # keep the unpacked trees and the JSON reports
 
-Each project is fetched at a pinned version with `pip download --no-deps` into a
+Each project is fetched (bench/fetching.py) at a pinned version with `pip download --no-deps` into a
 temporary folder and only its `.py` files are unpacked from the wheel or sdist (nothing
 of their code is kept or committed). `torch` is the installed package's sources (the
 pinned version must be installed; otherwise it is downloaded like the others), and
@@ -31,22 +31,15 @@ change on purpose; re-run with `--update` and review the difference).
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
-import importlib.util
 import json
-import os
 import platform
-import shutil
-import subprocess
 import sys
-import sysconfig
-import tarfile
 import tempfile
-import time
-import zipfile
 from collections import Counter
 from pathlib import Path
 from typing import Optional
+
+from fetching import CheckError, FetchError, fetch, log, run_cglint  # bench/fetching.py (this script's folder is on sys.path)
 
 HERE = Path(__file__).resolve().parent
 BASELINE = HERE / "scan-baseline.json"
@@ -126,120 +119,16 @@ class ScanError(Exception):
     """A project could not be scanned."""
 
 
-class FetchError(ScanError):
-    """A project could not be had (recorded as skipped by --update)."""
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-# --- fetching -------------------------------------------------------------------------
-def _unpack_py(archive: Path, target: Path) -> None:
-    """Only the .py files of a wheel or an sdist, never outside `target`."""
-    target.mkdir(parents=True, exist_ok=True)
-    if archive.suffix == ".whl" or archive.suffix == ".zip":
-        with zipfile.ZipFile(archive) as zf:
-            for name in zf.namelist():
-                if name.endswith(".py"):
-                    zf.extract(name, target)  # zipfile drops absolute parts and `..`
-        return
-    with tarfile.open(archive) as tf:
-        members = [m for m in tf.getmembers() if m.isfile() and m.name.endswith(".py")]
-        safe = [m for m in members if not m.name.startswith("/") and ".." not in Path(m.name).parts]
-        if hasattr(tarfile, "data_filter"):
-            tf.extractall(target, members=safe, filter="data")
-        else:  # pragma: no cover - Python without extraction filters
-            tf.extractall(target, members=safe)
-    # An sdist holds one top folder (name-version/): scan paths are relative to inside it.
-    tops = [p for p in target.iterdir() if p.is_dir()]
-    if len(tops) == 1 and not (target / "setup.py").exists():
-        for item in tops[0].iterdir():
-            shutil.move(str(item), target / item.name)
-        tops[0].rmdir()
-
-
-def _copy_py(source: Path, target: Path) -> None:
-    """The .py files below `source` (no caches, no installed third-party packages)."""
-    skip = {"__pycache__", "site-packages", "dist-packages"}
-    for folder, dirs, files in os.walk(source):
-        dirs[:] = sorted(d for d in dirs if d not in skip)
-        relative = Path(folder).relative_to(source)
-        for name in files:
-            if name.endswith(".py"):
-                destination = target / relative / name
-                destination.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(Path(folder) / name, destination)
-
-
-def pip_download(requirement: str, scratch: Path) -> Path:
-    folder = scratch / "downloads" / requirement.replace("=", "-")
-    folder.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--disable-pip-version-check", "-d", str(folder), requirement]
-    done = subprocess.run(command, capture_output=True, text=True)
-    archives = sorted(p for p in folder.iterdir() if p.name.endswith((".whl", ".tar.gz", ".zip", ".tgz")))
-    if done.returncode != 0 or not archives:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-        raise FetchError(f"pip download {requirement} failed: {' / '.join(tail) or 'no archive'}")
-    return archives[0]
-
-
-def fetch(name: str, spec: dict, scratch: Path) -> Path:
-    """The folder the project's scan paths are relative to."""
-    tree = scratch / "trees" / name
-    if tree.exists():
-        return tree
-    if spec.get("stdlib"):
-        version = platform.python_version()
-        if version != spec["version"]:
-            raise FetchError(f"the baseline scans the standard library of Python {spec['version']}; this is Python {version}")
-        _copy_py(Path(sysconfig.get_paths()["stdlib"]), tree / "Lib")
-        return tree
-    if "installed" in spec:
-        package = spec["installed"]
-        try:
-            version = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            version = None
-        found = importlib.util.find_spec(package) if version else None
-        if version and version.split("+")[0] == spec["version"] and found and found.submodule_search_locations:
-            _copy_py(Path(list(found.submodule_search_locations)[0]), tree / package)
-            return tree
-        log(f"  {package} {spec['version']} is not installed here ({version or 'none'}): downloading it")
-        spec = dict(spec, requirement=f"{package}=={spec['version']}")
-    _unpack_py(pip_download(spec["requirement"], scratch), tree)
-    return tree
-
-
 # --- scanning -------------------------------------------------------------------------
-def _toml(config: dict) -> str:
-    lines = []
-    for key, value in config.items():
-        lines.append(f"{key} = {json.dumps(value)}")
-    return "\n".join(lines) + "\n"
-
-
 def scan(tree: Path, paths: list[str], config: dict, report: Optional[Path], name: str) -> dict:
     missing = [p for p in paths if not (tree / p).exists()]
     if missing:
         raise ScanError(f"not in the package: {', '.join(missing)}")
     py_files = sum(1 if (tree / p).is_file() else sum(1 for f in (tree / p).rglob("*.py") if f.is_file()) for p in paths)
-    settings = tree / "cglint.toml"  # this run's own configuration (and none from above the tree)
-    settings.write_text(_toml(config), encoding="utf-8")
-    command = [sys.executable, "-m", "cglint", "check", "--format", "json", "--exit-zero", "--no-cache", "--config", str(settings), *paths]
-    start = time.perf_counter()
-    process = subprocess.Popen(command, cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out, err = process.communicate()
-    seconds = time.perf_counter() - start
-    if process.returncode != 0:
-        raise ScanError(f"cglint exited with status {process.returncode}: {err.strip()[-2000:]}")
     try:
-        data = json.loads(out)
-    except ValueError:
-        raise ScanError(f"cglint wrote no JSON report: {out[:200]!r} {err.strip()[-1000:]}") from None
-    if report is not None:
-        report.mkdir(parents=True, exist_ok=True)
-        (report / f"{name}.json").write_text(json.dumps(data, indent=1), encoding="utf-8")
+        data, seconds, _ = run_cglint(tree, paths, config, report / f"{name}.json" if report else None)
+    except CheckError as exc:
+        raise ScanError(str(exc)) from None
     counts = Counter(f["code"] for f in data["findings"])
     internal = [f for f in data["findings"] if f["code"] == "CG000"]
     return {

@@ -1,0 +1,1 @@
+from .random import CheckpointWithoutOutput, checkpoint
