@@ -65,11 +65,15 @@ def changing_number(read: cst.BaseExpression, ctx):
     """How a Python number read by captured code changes between replays, or None.
 
     Only known host values count (an attribute of unknown type may be a tensor updated
-    in place)."""
+    in place). A module global that a function only reassigns is a setting stored once
+    at start-up (`def init(tp): global TP; TP = tp`); it counts when it is updated
+    (`+=`) or changed in the replay loop."""
     if ctx.value(read).kind != Kind.HOST:
         return None
-    state = ctx.changing_state(read)
+    state = ctx.changing_state(read, any_write=True)
     if not state:
+        return None
+    if isinstance(read, cst.Name) and not ctx.is_local(read.value) and "is reassigned in" in state:
         return None
     prefix = f"`{code_of(read)}` "
     text = state.split(prefix, 1)[-1] if prefix in state else state

@@ -264,6 +264,28 @@ for _ in range(3):
     g.replay()
     history.append(outputs["y"].clone())
 ''',
+        '''
+import torch
+
+_ranges = []
+
+def range_push(msg):
+    _ranges.append(msg)  # a stack: popped below within the same call
+    torch.cuda.nvtx.range_push(msg)
+
+def range_pop():
+    _ranges.pop()
+    torch.cuda.nvtx.range_pop()
+
+def step(model, x):
+    range_push("forward")
+    y = model(x)
+    range_pop()
+    return y
+
+with torch.cuda.graph(g):
+    static_y = step(model, static_x)
+''',
     )
 
     def check(self, node, ctx):
@@ -280,7 +302,15 @@ for _ in range(3):
                 return
             container = subscripts[0].value
         if _outlives_call(container, ctx) and ctx.value(container).kind == Kind.HOST and not _lazy(node, ctx):
-            yield Hit(node, {"container": code_of(container)})
+            if not _stack(container, ctx):
+                yield Hit(node, {"container": code_of(container)})
+
+
+def _stack(container, ctx) -> bool:
+    """A container its module also pops (`_nvtx_range_messages.append(msg)` in `range_push`,
+    `.pop()` in `range_pop`, as Transformer Engine does): a stack pushed and popped within
+    one call ends where it started, at capture and without it."""
+    return f"{code_of(container, limit=200)}.pop(" in ctx.function.module.file.text
 
 
 def _lazy(node, ctx) -> bool:

@@ -64,10 +64,12 @@ class Context:
         return to_device(call, self._walker.scope)
 
     # --- state between replays ----------------------------------------------
-    def changing_state(self, expr: cst.BaseExpression) -> Optional[str]:
+    def changing_state(self, expr: cst.BaseExpression, any_write: bool = False) -> Optional[str]:
         """Describe `expr` if it reads host state that the code changes between replays: written
-        by code that runs between replays, or a counter stepped outside setup."""
-        return self._walker.engine.state.changing(expr, self._walker.scope)
+        by code seen running between replays, a counter stepped outside setup, or set by a
+        method that is not configuration API (a mode switch; with `any_write`, any value, for
+        a number baked into kernels)."""
+        return self._walker.engine.state.changing(expr, self._walker.scope, any_write)
 
     @property
     def captured_names(self) -> set[str]:

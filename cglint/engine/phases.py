@@ -49,9 +49,20 @@ def initializes_once(node: cst.If, stateful: Stateful, callees: Callees) -> bool
     local (`if out is None: out = torch.empty_like(x)`) is set anew on every call."""
     if node.orelse is not None:
         return False
+    body = suite_nodes(node.body)
     return any(
-        not test.filled and _fills(suite_nodes(node.body), test, callees, _FOLLOW_DEPTH)
+        _fills(body, test, callees, _FOLLOW_DEPTH) if not test.filled else test.kind == "value" and _clears(body, test.text)
         for test in _state_tests(node.test, stateful)
+    )
+
+
+def _clears(nodes: list, text: str) -> bool:
+    """`if self._should_allocate: ...; self._should_allocate = False` (DeepSpeed): a flag that
+    starts true and is cleared by the body it guards runs that body once."""
+    return any(
+        isinstance(n, cst.Assign) and isinstance(n.value, cst.Name) and n.value.value in ("False", "None")
+        and any(code_of(t.target, 400) == text for t in n.targets)
+        for n in nodes
     )
 
 
@@ -95,8 +106,9 @@ def _state_tests(test: cst.BaseExpression, stateful: Stateful) -> list[StateTest
     again only when its inputs change)."""
     text = lambda expr: code_of(expr, 400)  # noqa: E731 - compared, not shown
     if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
-        # `if _te_version is None and HAVE_TE:` (Megatron): false once the state is filled.
-        return [t for side in (test.left, test.right) for t in _state_tests(side, stateful) if not t.filled]
+        # `if _te_version is None and HAVE_TE:` (Megatron): false once the state is filled
+        # (or, for a plain flag, once the body cleared it).
+        return [t for side in (test.left, test.right) for t in _state_tests(side, stateful) if not t.filled or t.kind == "value"]
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         return [t._replace(filled=not t.filled) for t in _state_tests(test.expression, stateful)]
     if isinstance(test, cst.Call) and dotted_name(test.func) == "hasattr":

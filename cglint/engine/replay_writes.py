@@ -50,7 +50,7 @@ def _scan(project: "Project", function: FunctionInfo, depth: int) -> frozenset:
     found: set = set()
     scope = None
     restored = restored_state(project, function)
-    once = _initialised_once(node, declared)
+    once = initialised_once(project, function)
     for current in descendants(node):
         if id(current) in once:
             continue
@@ -71,16 +71,20 @@ def _scan(project: "Project", function: FunctionInfo, depth: int) -> frozenset:
     return frozenset(found)
 
 
-def _initialised_once(node: cst.FunctionDef, declared: dict) -> set[int]:
-    """Assignments in lazy initialisation (`if _te_version is None: _te_version = ...`): they
-    ran at warmup, and a call between replays finds the state filled and writes nothing."""
-    names = declared["global"] | declared["nonlocal"]
+def initialised_once(project: "Project", function: FunctionInfo) -> frozenset:
+    """Ids of the nodes in lazy initialisation (`if _te_version is None: _te_version = ...`):
+    they ran at warmup, and a call between replays finds the state filled and writes nothing."""
+    return project.cached(("initialised-once", function.key), lambda: _initialised_once(function.node), frozenset())  # type: ignore[return-value]
+
+
+def _initialised_once(node: cst.CSTNode) -> frozenset:
+    names = {n.name.value for d in descendants(node) if isinstance(d, (cst.Global, cst.Nonlocal)) for n in d.names}
     stateful = lambda expr: isinstance(expr, cst.Attribute) or (isinstance(expr, cst.Name) and expr.value in names)  # noqa: E731
     skipped: set[int] = set()
     for current in descendants(node):
         if isinstance(current, cst.If) and initializes_once(current, stateful, lambda call: []):
             skipped.update(id(n) for n in suite_nodes(current.body))
-    return skipped
+    return frozenset(skipped)
 
 
 def restored_state(project: "Project", function: FunctionInfo) -> frozenset:

@@ -13,6 +13,7 @@ import libcst as cst
 
 from cglint.engine.definitions import ClassInfo, ModuleInfo
 from cglint.engine.project import Project
+from cglint.engine.replay_writes import initialised_once, restored_state
 from cglint.engine.syntax import assigned_names, code_of, descendants
 from cglint.engine.values import Kind, evaluate
 
@@ -21,6 +22,41 @@ if TYPE_CHECKING:
     from cglint.engine.scope import Scope
 
 _SETUP_METHODS = frozenset({"__init__", "__post_init__", "__setstate__"})
+
+
+def _is_toggle(value: Optional[cst.BaseExpression]) -> bool:
+    """Assigning a literal or a negation outside setup is a mode switch or a counter reset."""
+    if value is None:
+        return True
+    if isinstance(value, cst.Name):
+        return value.value in ("True", "False")
+    return isinstance(value, (cst.Integer, cst.Float, cst.SimpleString)) or (
+        isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Not)
+    )
+
+
+# First words of methods that configure an object before use (`enable_tiling()`,
+# `set_context_parallel_group()`, `configure_nvtx_profiling()`, `initialize_rng_tracker()`,
+# `enter_torch_compile()`): configuration API that users call while building, before the
+# first capture. With no call seen between replays, their writes are setup; taking them for
+# state changed between replays was the largest share of false positives on real engine code
+# (diffusers, Megatron, SGLang, Transformer Engine, DeepSpeed). A call seen in the replay loop
+# still counts (engine.changed_by_calls_between_replays).
+_CONFIGURATION_WORDS = frozenset({"set", "enable", "disable", "configure", "init", "initialize", "setup", "register", "enter", "exit", "use", "build", "load"})
+
+
+def configures(function) -> bool:
+    return function.name.lstrip("_").split("_", 1)[0].lower() in _CONFIGURATION_WORDS
+
+
+def _stores_own_argument(write) -> bool:
+    """`self.attn_mask_type = attn_mask_type` in a forward: each call stores what it was given
+    and reads it back (Transformer Engine's fused softmax); the capture froze the argument
+    and the attribute together, so the attribute adds no hazard of its own."""
+    method = write.method
+    params = {p.name.value for p in method.params[1:]}
+    is_call = method.name in ("forward", "__call__") or method.name.startswith("forward_")
+    return is_call and isinstance(write.value, cst.Name) and write.value.value in params
 
 
 def _counts_up(write) -> bool:
@@ -37,7 +73,7 @@ class StateFacts:
         self.project = project
         self.engine = engine
 
-    def changing(self, expr: cst.BaseExpression, scope: "Scope") -> Optional[str]:
+    def changing(self, expr: cst.BaseExpression, scope: "Scope", any_write: bool = False) -> Optional[str]:
         keys = self._state_keys(expr, scope)
         function = next((f for f in map(self.engine.changed_between_replays, keys) if f is not None), None)
         if function is not None:  # assigned after the capture or in the replay loop
@@ -48,7 +84,7 @@ class StateFacts:
             if base.kind == Kind.OBJECT and not base.is_class:
                 for cls in base.targets:
                     if isinstance(cls, ClassInfo):
-                        where = self._changed_attribute(cls, expr.attr.value)
+                        where = self._changed_attribute(cls, expr.attr.value, any_write)
                         if where:
                             return f"`{code_of(expr)}` {where}"
         elif isinstance(expr, cst.Name) and expr.value not in scope.env:
@@ -71,7 +107,7 @@ class StateFacts:
             return [("attr", expr.attr.value)]
         return []
 
-    def _changed_attribute(self, cls: ClassInfo, attr: str) -> Optional[str]:
+    def _changed_attribute(self, cls: ClassInfo, attr: str, any_write: bool = False) -> Optional[str]:
         setup = self._setup_methods(cls)
         for klass in self.project.mro(cls):
             for write in klass.attr_writes(attr):
@@ -81,13 +117,19 @@ class StateFacts:
                     continue  # `model.set_scale(0.5)` while building, before the capture
                 if write.augmented or _counts_up(write):
                     return f"is updated in {write.method.qualname}()"
-                # A plain reassignment (`self.tiling = True` in `enable_tiling()`) changes
-                # state only when its method runs between replays, which the calls seen
-                # there tell (engine.changed_by_calls_between_replays). Without such a
-                # call it is configuration API that users call while building: taking
-                # every setter for a change between replays was the largest share of
-                # false positives on real engine code (vLLM, SGLang, Megatron, diffusers).
+                if self._transient(write.method, write.node) or configures(write.method) or _stores_own_argument(write):
+                    continue
+                if any_write or _is_toggle(write.value):
+                    return f"is reassigned in {write.method.qualname}()"
         return None
+
+    def _transient(self, function, node: cst.CSTNode) -> bool:
+        """A write that leaves no change behind: lazy initialisation, or state saved and put back."""
+        if id(node) in initialised_once(self.project, function):
+            return True
+        targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [getattr(node, "target", None)]
+        restored = restored_state(self.project, function)
+        return any(target is not None and code_of(target, 400) in restored for target in targets)
 
     def _setup_methods(self, cls: ClassInfo) -> set[int]:
         """Methods only `__init__` calls (`self._build()`, `self.reset_parameters()`): they run before any capture."""
@@ -139,14 +181,18 @@ class StateFacts:
                 elif isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Name):
                     if node.target.value in declared:
                         found.setdefault(node.target.value, f"is updated in {function.qualname}()")
-                # A plain `global` reassignment counts only when its function runs between
-                # replays (seen through its calls), as for attributes above.
+                elif isinstance(node, cst.Assign) and not configures(function):
+                    for target in node.targets:
+                        for leaf in assigned_names(target.target):
+                            if isinstance(leaf, cst.Name) and leaf.value in declared:
+                                found.setdefault(leaf.value, f"is reassigned in {function.qualname}()")
         return found
 
 
 def _tested_against_none(function: cst.CSTNode) -> set[str]:
     """Globals a function initializes once: compared by identity with None or a sentinel
-    (`if _ctx is None:`, `if _backend is _UNRESOLVED:`), or a once-flag (`if not _done: _done = True`)."""
+    (`if _ctx is None:`, `if _backend is _UNRESOLVED:`), or a once-flag only ever set to True
+    (`if not _done: _done = True`, `if _warned: return` then `_warned = True`)."""
     names: set[str] = set()
     negated: set[str] = set()
     for node in descendants(function):
@@ -157,6 +203,8 @@ def _tested_against_none(function: cst.CSTNode) -> set[str]:
         elif isinstance(node, cst.If) and isinstance(node.test, cst.UnaryOperation) and isinstance(node.test.operator, cst.Not):
             if isinstance(node.test.expression, cst.Name):
                 negated.add(node.test.expression.value)
+        elif isinstance(node, cst.If) and isinstance(node.test, cst.Name):
+            negated.add(node.test.value)  # `if _warned: return` before `_warned = True`
     if negated:
         writes: dict[str, set[str]] = {}
         for node in descendants(function):

@@ -223,9 +223,26 @@ def truth(expr: cst.BaseExpression, scope: "Scope") -> Optional[bool]:
         return True if True in (left, right) else (False if left is False and right is False else None)
     if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
         return _compare(evaluate(expr.left, scope), expr.comparisons[0], scope)
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "isinstance":
+        return _is_tensor_check(expr, scope)
     value = evaluate(expr, scope)
     if value.const is not None and not isinstance(value.const, tuple):
         return bool(value.const)
+    return None
+
+
+def _is_tensor_check(call: cst.Call, scope: "Scope") -> Optional[bool]:
+    """`isinstance(label, torch.Tensor)` where the captured call passes a tensor (True) or a
+    Python number (False): NeMo's `_pred_step(label)` takes either, and the capture passes a
+    tensor, so its integer branch never runs captured."""
+    args = [a.value for a in call.args]
+    if len(args) != 2 or scope.qualname(args[1]) not in tables().values.tensor_classes:
+        return None
+    value = evaluate(args[0], scope)
+    if value.is_tensor:
+        return True
+    if value.kind == Kind.HOST and value.const is not None:
+        return False
     return None
 
 
