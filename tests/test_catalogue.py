@@ -119,6 +119,7 @@ def test_broken_declarations_fail_to_load_each_with_its_reason(monkeypatch):
         f"  CG101 Misfiled: category 'sinks' is not one of {', '.join(CATEGORIES)}",
         "  CG101 Misfiled: `nodes` names BaseExpression, which the walk never hands to rules (cglint/engine/walk.py DISPATCHED)",
         "  CG101 Misfiled: fix() must take (self, node, ctx)",
+        "  CG101 Misfiled: defines fix() but no fix_safety (what the fix can change, shown by `cglint rule`)",
         "  Misfiled and TensorToScalar share the code 'CG101'",
     ]
 
