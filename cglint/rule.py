@@ -167,6 +167,8 @@ def contract_problems(rule: type[Rule], dispatched: Collection[type]) -> list[st
             problems.append("does not define check()")
     if rule.can_fix() and list(inspect.signature(rule.fix).parameters) != ["self", "node", "ctx"]:
         problems.append("fix() must take (self, node, ctx)")
+    if rule.can_fix() and rule.fix_safety == Rule.fix_safety:
+        problems.append("defines fix() but no fix_safety (what the fix can change, shown by `cglint rule`)")
     return [f"{rule.code} {rule.__name__}: {problem}" for problem in problems]
 
 

@@ -209,7 +209,7 @@ def test_sentinel_and_once_flag_globals_are_initialization(tmp_path):
 
 
 def test_engine_module_shapes_from_real_code(tmp_path):
-    # The shapes of issue 11, each next to the hazard it must not hide: a config ratio as
+    # Shapes from real engine code, each next to the hazard it must not hide: a config ratio as
     # repeats, a torch predicate as a branch, a registered buffer counted in place, a project
     # module's `update`, arguments that switch off a checking or unfused path, lazy
     # initialisation, a cached backend choice.

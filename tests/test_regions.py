@@ -272,6 +272,23 @@ def test_region_trace_leads_from_capture_site(tmp_path):
     ]
 
 
+@pytest.mark.parametrize(
+    "capture, label",
+    [
+        ("with torch.no_grad(), torch.cuda.graph(g):\n    y = step(static_x)", "with torch.cuda.graph(g)"),
+        ("graphed = torch.cuda.make_graphed_callables(step, (x,))", "torch.cuda.make_graphed_callables(step, (x,))"),
+        ("graphed = torch.cuda.make_graphed_callables(\n    step,\n    (x,),\n)", "torch.cuda.make_graphed_callables(step, (x,))"),
+    ],
+)
+def test_trace_labels_name_the_capture_as_written(capture, label):
+    # The item of a `with` that captures, not the first one; a one-element tuple keeps its
+    # comma; a call written over several lines is shown on one.
+    source = "import torch\n\ndef step(x):\n    return x.max().item()\n\n" + capture + "\n"
+    (finding,) = check_source(source, "run.py", select=["CG101"])
+    assert finding.trace[0] == f"run.py:6 {label}"
+    assert finding.trace[-1] == "run.py:3 step"
+
+
 def test_cudagraphs_backend_of_torch_compile():
     source = """
     import torch

@@ -88,6 +88,30 @@ async def misconfigured(lsp_client: LanguageClient, tmp_path: Path):
     await lsp_client.shutdown_session()
 
 
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "cglint", "server"]))
+async def patient(lsp_client: LanguageClient, tmp_path: Path):
+    """A server that waits two seconds after the last change: longer than sending a few takes."""
+    (tmp_path / "model.py").write_text(MODEL)
+    (tmp_path / "run.py").write_text(RUN)
+    params = types.InitializeParams(capabilities=client_capabilities("neovim"), root_uri=tmp_path.as_uri(),
+                                    initialization_options={"debounceMs": 2000})
+    await lsp_client.initialize_session(params)
+    yield
+    await lsp_client.shutdown_session()
+
+
+class Publications(dict):
+    """The client's diagnostics by URI, also keeping which URI each publication was for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.uris: list[str] = []
+
+    def __setitem__(self, uri: str, diagnostics) -> None:
+        self.uris.append(uri)
+        super().__setitem__(uri, diagnostics)
+
+
 async def published(client: LanguageClient, uri: str, send=None) -> list[types.Diagnostic]:
     """The diagnostics the server publishes for `uri` after `send()` (without `send`: the
     next ones, the client having forgotten the last)."""
@@ -166,6 +190,24 @@ async def test_editing_the_capture_updates_the_file_it_reaches(client: LanguageC
     client.diagnostics.pop(model.as_uri())
     assert await change(client, run, 2, edited) == []
     assert [d.code for d in await published(client, model.as_uri())] == ["CG101"]
+
+
+@pytest.mark.asyncio
+async def test_changes_while_typing_are_checked_once_after_the_last(patient: LanguageClient, tmp_path: Path):
+    model = tmp_path / "model.py"
+    await open_file(patient, model)
+    patient.diagnostics = Publications()
+    without_item = MODEL.replace("scale = h.abs().max().item()", "scale = h.abs().max()")
+    for version, text in ((2, without_item), (3, MODEL), (4, without_item)):
+        patient.text_document_did_change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=model.as_uri(), version=version),
+            content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
+        ))
+    assert [d.code for d in await published(patient, model.as_uri())] == ["CG303"]  # the last text's
+    # A code action runs in the checking thread after every check already asked for.
+    context = types.CodeActionContext(diagnostics=[])
+    await patient.text_document_code_action_async(types.CodeActionParams(types.TextDocumentIdentifier(model.as_uri()), span(0, 0, 0), context))
+    assert patient.diagnostics.uris == [model.as_uri()]
 
 
 @pytest.mark.asyncio

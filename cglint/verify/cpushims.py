@@ -9,6 +9,7 @@ record CG104 inside a region.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from typing import Any, Optional
 
@@ -56,6 +57,28 @@ class _Trace:
 
 def _start(session: Session, kind: str, graph: Any = None) -> _Trace:
     return _Trace(session, kind, graph)
+
+
+def _counting_replays(graphed: Any, session: Session, site: str) -> Any:
+    """A graphed callable whose calls count as replays of its capture, as torch's replay the
+    graph on each call (a module only in the training mode it was captured in)."""
+    if isinstance(graphed, torch.nn.Module):
+        forward, training = graphed.forward, graphed.training
+
+        def counted_forward(*args: Any, **kwargs: Any) -> Any:
+            if graphed.training == training:
+                session.replayed(site)
+            return forward(*args, **kwargs)
+
+        graphed.forward = counted_forward
+        return graphed
+
+    @functools.wraps(graphed)
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        session.replayed(site)
+        return graphed(*args, **kwargs)
+
+    return counted
 
 
 def _stop(trace: Optional[_Trace], exc: Optional[BaseException] = None) -> None:
@@ -204,7 +227,7 @@ def install(session: Session) -> None:
                 _stop(trace, exc)
                 raise
             _stop(trace)
-            graphed.append(guards.graphed(fn, trace.inst, session))
+            graphed.append(_counting_replays(guards.graphed(fn, trace.inst, session), session, trace.site))
         return graphed[0] if single else tuple(graphed)
 
     def stream_ctx(stream: Any = None) -> Any:

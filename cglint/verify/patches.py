@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import torch
 
-from cglint.verify import errors, frames, guards, liveness, synchooks
+from cglint.verify import errors, frames, liveness, synchooks
 from cglint.verify.capture import (CaptureMonitor, pool_bytes, record_failed_call, region_kind, release_pool,
                                    reset_after_failure)
 from cglint.verify.recorder import Recorder
