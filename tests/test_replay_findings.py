@@ -133,7 +133,6 @@ for checkpoint in checkpoints:
 """
 
 
-@pytest.mark.xfail(strict=True, reason="Context.capture_using finds no capture for an attribute of a captured local (cglint/engine/context.py)")
 def test_replacing_a_captured_modules_parameter_names_the_capture(project):
     found = project({"reload.py": RELOAD}, select=("CG401",))
     assert [(f.line, f.trace) for f in found] == [

@@ -182,6 +182,12 @@ class Context:
                     found = next((c for c in engine.captures_of_class(cls) if target.attr.value in c.attrs), None)
                     if found is not None:
                         return found
+            # `model.weight.data = w` after a capture that called `model`: the capture used the root object.
+            root = target.value
+            while isinstance(root, cst.Attribute):
+                root = root.value
+            if isinstance(root, cst.Name):
+                return self.capture_using(root)
         return None
 
     def compiled_capture(self, call: cst.Call) -> Optional[Capture]:
