@@ -42,7 +42,7 @@ import re
 import sys
 import weakref
 from contextlib import contextmanager
-from types import CodeType, FrameType
+from types import CodeType, FrameType, FunctionType
 from typing import Any, Callable, Iterator, Optional
 
 from cglint.findings import Region
@@ -634,8 +634,10 @@ def _arguments(function: str, path: str, first_line: int) -> tuple[str, ...]:
     import gc
 
     for obj in gc.get_objects():
-        code = getattr(obj, "__code__", None)
-        if isinstance(code, CodeType) and (code.co_name, code.co_filename, code.co_firstlineno) == (function, path, first_line):
+        if type(obj) is not FunctionType:  # only plain functions: other objects may compute attributes
+            continue
+        code = obj.__code__
+        if (code.co_name, code.co_filename, code.co_firstlineno) == (function, path, first_line):
             return _parameter_names(code)
     return ()
 
