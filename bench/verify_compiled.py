@@ -111,7 +111,7 @@ def record_evidence(results: dict, path: Path) -> None:
                 continue
             finding = next(f for f in r["findings"] if f["code"] == code and f["line"] == line and f["path"] == r["script"])
             entry = data["rules"].setdefault(code, {"severity": finding["severity"], "measure": "", "captured": True,
-                                                    "observed": "matched", "agrees": True})
+                                                    "observed": "torch_reported", "agrees": True})
             entry.setdefault("case", f"{code}: fixtures/compiled_mode/{r['script']}:{line} under `cglint verify`.")
             entry["verify"] = {"script": f"fixtures/compiled_mode/{r['script']}", "line": line,
                                "message": finding["message"][:400], "device": results["device"], "torch": results["torch"]}

@@ -272,6 +272,11 @@ def _evidence_line(code: str, severity: str) -> Optional[str]:
     if entry.get("stale"):
         return f"Not yet run for the current example ({entry['stale']})."
     observed = entry.get("observed")
+    verified = entry.get("verify")
+    seen = (f"`cglint verify` on {verified['device']} with torch {verified['torch']} reported it at "
+            f"`{verified['script']}:{verified['line']}`: {verified['message'].split(' [')[0]}") if verified else ""
+    if observed == "torch_reported":
+        return seen + "."
     if observed == "capture_failed":
         text = entry.get("error", "").split(" Search for ")[0].split(" CUDA kernel errors")[0]
         quote = "``" if "`" in text else "`"
@@ -284,7 +289,7 @@ def _evidence_line(code: str, severity: str) -> Optional[str]:
     changed = entry.get("severity_changed")
     if changed:
         line += f" The severity was changed from {changed['from']} to {changed['to']} because {changed['because']}."
-    return line
+    return f"{line} {seen}." if seen else line
 
 
 def expected_markers(source: str) -> set[tuple[str, int]]:

@@ -306,3 +306,28 @@ def test_verify_on_the_cpu_finds_nothing_in_the_clean_decode_loop_and_says_what_
     report = verify("decode_clean.py")
     assert report["findings"] == []
     assert compiled.CPU_NOTE in report["notes"]
+
+
+class CachedOutput(torch.nn.Module):
+    """Returns the same tensor object on every call, as CUDA-graph trees do on replay."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.out = torch.zeros(2, 4)
+
+    def forward(self, x):
+        return self.out.copy_(self.lin(x))
+
+
+def test_a_compiled_module_keeps_its_type_and_an_earlier_output_read_later_is_reported(monkeypatch):
+    monkeypatch.setattr(compiled, "_on_gpu", lambda t: True)  # no GPU here: the CPU tensors stand in
+    c, notes = collector()
+    embed = c.wrap(torch.compile(CachedOutput(), backend="eager"), None)
+    assert isinstance(embed, torch.nn.Module)
+    with torch.no_grad():
+        first = embed(torch.randn(2, 4))
+        second = embed(torch.randn(2, 4))
+        (first - second).abs().max()  # reads `first`, which now holds the second call's values
+    read = sys._getframe().f_lineno - 1
+    assert found(c) == {("CG956", read)} and not notes

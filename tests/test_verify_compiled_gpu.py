@@ -22,11 +22,16 @@ FOLDER = REPO / "fixtures" / "compiled_mode"
 # (code, line) that a GPU run reports per script. Static markers not here are not seen at run
 # time (print() under a branch that never runs); runtime findings not marked are explained below.
 EXPECTED = {
-    "decode.py": {("CG603", 17), ("CG203", 18), ("CG703", 27), ("CG956", 28)},
+    # torch itself raises at line 31 (each new length is a new recording, which releases the kept outputs)
+    "decode.py": {("CG603", 17), ("CG203", 18), ("CG703", 27), ("CG956", 28), ("CG956", 31)},
     "decode_clean.py": set(),
-    "train.py": {("CG603", 18), ("CG112", 24), ("CG508", 24), ("CG603", 24), ("CG956", 35)},
+    # the changing lr fails the guard on param_groups (line 18) before the one on the argument (no CG604 at 35);
+    # the .item() value is guarded too (CG603 at 24); torch raises when the kept losses are stacked (line 38)
+    "train.py": {("CG603", 18), ("CG112", 24), ("CG508", 24), ("CG603", 24), ("CG956", 35), ("CG956", 38)},
     "train_clean.py": set(),
-    "scoring.py": {("CG957", 9), ("CG957", 10), ("CG956", 24)},
+    # the in-place clamp_ skips CUDA graphs for the whole graph: no pool, so no output is overwritten (no CG956
+    # at 24), and Inductor names only the first reason (no CG957 for the CPU arange at 9)
+    "scoring.py": {("CG957", 10)},
     "scoring_clean.py": set(),
 }
 
@@ -80,4 +85,4 @@ with torch.no_grad():
 def test_an_output_read_after_the_next_replay_is_reported_at_the_read(tmp_path, clone):
     (tmp_path / "embed.py").write_text(textwrap.dedent(KEPT).replace("{clone}", ".clone()" if clone else ""))
     report = verify("embed.py", tmp_path)
-    assert lines(report, "embed.py") == (set() if clone else {("CG956", 11)}), report["findings"]
+    assert lines(report, "embed.py") == (set() if clone else {("CG956", 11)}), (report["findings"], report["notes"], report["run"])

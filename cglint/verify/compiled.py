@@ -134,6 +134,7 @@ class Collector:
         self.note = note
         self.kept = KeptOutputs(self) if gpu else None
         self._regions: list[Region] = []  # compile sites of the compiled calls running now
+        self._sites: list[frames.Where] = []  # the user lines that made those calls
         self._handler = _Handler(self)
         self._loggers: list[tuple[logging.Logger, int, bool]] = []
         self._enabled_recompiles = False
@@ -284,7 +285,10 @@ class Collector:
             observation.region = self._regions[-1]  # the compile site of the call running now
 
     def caller(self, function: Optional[str] = None, path: Optional[str] = None) -> Optional[frames.Where]:
-        """The innermost user line on the stack outside the compiled function itself."""
+        """The line that called the compiled function running now (else the innermost user line
+        on the stack outside the function itself)."""
+        if self._sites:
+            return self._sites[-1]
         frame: Optional[FrameType] = sys._getframe(1)
         while frame is not None:
             code = frame.f_code
@@ -295,19 +299,22 @@ class Collector:
         return None
 
     @contextmanager
-    def calling(self, region: Optional[Region]) -> Iterator[None]:
+    def calling(self, region: Optional[Region], site: Optional[FrameType]) -> Iterator[None]:
         if region is not None:
             self._regions.append(region)
+        if site is not None:
+            self._sites.append(frames.where(site))
         try:
             yield
         finally:
             if region is not None:
                 self._regions.pop()
+            if site is not None:
+                self._sites.pop()
 
-    def called_with(self, compiled: Any, args: Any) -> None:
+    def called_with(self, compiled: Any, args: Any, caller: Optional[FrameType]) -> None:
         """Count the input shapes a call site gives a compiled function: each new one is a new
         compilation or, under CUDA graphs, a new recording (CG703 once a third one comes)."""
-        caller = frames.current_user_frame(1)
         if caller is None:
             return
         shapes = tuple(tuple(t.shape) for t in _tensors(args))
@@ -344,35 +351,27 @@ class Collector:
         return compile
 
     def wrap(self, compiled: Any, region: Optional[Region]) -> Any:
-        """The compiled callable, with its calls watched (a module keeps its type: hooks instead)."""
+        """The compiled callable, with its calls watched. A compiled module keeps its type: its
+        `forward` (Dynamo's, an attribute of the OptimizedModule) is the one wrapped."""
         import torch
 
-        if isinstance(compiled, torch.nn.Module):
-            entered: list[Any] = []
-
-            def before(module: Any, args: Any) -> None:
-                self.called_with(module, args)
-                entered.append(self.calling(region))
-                entered[-1].__enter__()
-
-            def after(module: Any, args: Any, output: Any) -> None:
-                if entered:
-                    entered.pop().__exit__(None, None, None)
-                if self.kept is not None:
-                    self.kept.returned(output, args)
-            compiled.register_forward_pre_hook(before)
-            compiled.register_forward_hook(after, always_call=True)
+        if isinstance(compiled, torch.nn.Module) and "forward" in vars(compiled):
+            compiled.forward = self.wrap(compiled.forward, region)
             return compiled
 
         @functools.wraps(compiled)
         def call(*args: Any, **kwargs: Any) -> Any:
             if torch.compiler.is_compiling():  # called from another compiled function: Dynamo inlines it
                 return compiled(*args, **kwargs)
-            self.called_with(compiled, (args, kwargs))
-            with self.calling(region):
+            site = frames.current_user_frame(1)
+            self.called_with(compiled, (args, kwargs), site)
+            with self.calling(region, site):
                 out = compiled(*args, **kwargs)
             if self.kept is not None:
-                self.kept.returned(out, (args, kwargs))
+                try:
+                    self.kept.returned(out, (args, kwargs))
+                except Exception as exc:  # noqa: BLE001 - cglint's own failure must not end the user's script
+                    self.note(f"the check for kept outputs failed ({type(exc).__name__}: {exc}); it was not done")
             return out
         return call
 
@@ -413,7 +412,7 @@ class KeptOutputs:
     def returned(self, output: Any, inputs: Any) -> None:
         import torch
 
-        outs = [t for t in _tensors(output) if t.is_cuda and not isinstance(t, torch.nn.Parameter)]
+        outs = [t for t in _tensors(output) if _on_gpu(t) and not isinstance(t, torch.nn.Parameter)]
         given = [r for r in map(_memory, _tensors(inputs)) if r is not None]
         ranges = [r for r in map(_memory, outs) if r is not None and not any(_overlap(r, g) for g in given)]
         if not ranges:
@@ -481,6 +480,11 @@ def _tensors(value: Any, depth: int = 0) -> Iterator[Any]:
             yield from _tensors(item, depth + 1)
 
 
+def _on_gpu(t: Any) -> bool:
+    """Only device tensors live in a CUDA-graph pool."""
+    return t.is_cuda
+
+
 def _memory(t: Any) -> Optional[tuple[int, int]]:
     """The byte range of a tensor's storage; None when it has none or torch released it."""
     try:
@@ -517,7 +521,7 @@ def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
 def _is_stale(value: Any, ranges: list[tuple[int, int]]) -> bool:
     import torch
 
-    if not isinstance(value, torch.Tensor) or isinstance(value, torch.nn.Parameter) or not value.is_cuda:
+    if not isinstance(value, torch.Tensor) or isinstance(value, torch.nn.Parameter) or not _on_gpu(value):
         return False
     memory = _memory(value)
     return _released(value) if memory is None else any(_overlap(memory, r) for r in ranges)
