@@ -25,6 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 FOLDER = REPO / "fixtures" / "compiled_mode"
 SCRIPTS = ("decode.py", "decode_clean.py", "train.py", "train_clean.py", "scoring.py", "scoring_clean.py")
+HAND_WRITTEN = "<!-- hand-written below: kept when the report is regenerated -->"
 COMPILED_CODES = ("CG112", "CG203", "CG508", "CG603", "CG604", "CG703", "CG911", "CG956", "CG957")
 
 
@@ -99,7 +100,9 @@ def write_markdown(results: dict, out: Path) -> None:
             lines += [f"- `{c['path']}:{c['line']}` {c['kind']} {c['status']}, {c['replays']} replay(s), pool "
                       f"{(c['pool_bytes'] or 0) / 2**20:.1f} MiB" for c in r["captures"][:12]]
             lines.append("")
-    out.write_text("\n".join(lines) + "\n")
+    old = out.read_text() if out.exists() else ""
+    kept = old[old.index(HAND_WRITTEN):] if HAND_WRITTEN in old else HAND_WRITTEN + "\n"
+    out.write_text("\n".join(lines) + "\n" + kept)
 
 
 def record_evidence(results: dict, path: Path) -> None:

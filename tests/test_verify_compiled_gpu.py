@@ -75,7 +75,7 @@ embed = torch.compile(model, mode="reduce-overhead")
 with torch.no_grad():
     for _ in range(3):
         embed(torch.randn(8, 64, device="cuda"))
-    first = embed(torch.randn(8, 64, device="cuda"){clone}
+    first = embed(torch.randn(8, 64, device="cuda")){clone}
     second = embed(torch.randn(8, 64, device="cuda"))
     print((first - second).abs().max().item())
 """
@@ -85,4 +85,5 @@ with torch.no_grad():
 def test_an_output_read_after_the_next_replay_is_reported_at_the_read(tmp_path, clone):
     (tmp_path / "embed.py").write_text(textwrap.dedent(KEPT).replace("{clone}", ".clone()" if clone else ""))
     report = verify("embed.py", tmp_path)
+    assert report["run"]["completed"], report["run"]
     assert lines(report, "embed.py") == (set() if clone else {("CG956", 11)}), (report["findings"], report["notes"], report["run"])
