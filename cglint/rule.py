@@ -273,8 +273,11 @@ def _evidence_line(code: str, severity: str) -> Optional[str]:
         return f"Not yet run for the current example ({entry['stale']})."
     observed = entry.get("observed")
     verified = entry.get("verify")
-    seen = (f"`cglint verify` on {verified['device']} with torch {verified['torch']} reported it at "
-            f"`{verified['script']}:{verified['line']}`: {verified['message'].split(' [')[0]}") if verified else ""
+    seen = ""
+    if verified:  # the finding's message without its trailing [evidence]
+        said = re.sub(r" \[[^\]]*\]$", "", verified["message"]).rstrip(".")
+        seen = (f"`cglint verify` on {verified['device']} with torch {verified['torch']} reported it at "
+                f"`{verified['script']}` line {verified['line']}: {said}")
     if observed == "torch_reported":
         return seen + "."
     if observed == "capture_failed":

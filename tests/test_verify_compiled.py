@@ -270,9 +270,9 @@ def test_a_rebound_output_or_a_clone_is_not_kept(stale_by_flag):
     def clean_loop(step, tokens, n):
         kept = []
         for _ in range(n):
-            logits = step(tokens)
+            logits = step(tokens)  # rebinding the name is not keeping
             kept.append(FakeOutput(stale=False))  # a copy
-        return kept
+        return kept, logits
 
     def step(tokens):
         run_holders(c, sys._getframe(1))

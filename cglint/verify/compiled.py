@@ -439,7 +439,7 @@ class KeptOutputs:
             frame = frame.f_back
 
     def _frame_holders(self, frame: FrameType, ranges: list[tuple[int, int]]) -> None:
-        code, offset = frame.f_code, _offset(frame)
+        code, offset = frame.f_code, frame.f_lasti  # the CALL of the compiled function (or of its caller)
         targets = _store_targets(code, offset)
         for name, value in list(frame.f_locals.items()):
             if _is_stale(value, ranges) and name not in targets:
@@ -561,10 +561,6 @@ def _instructions(code: CodeType) -> tuple[tuple[int, str, Any, int], ...]:
         line = number or line
         out.append((ins.offset, ins.opname, ins.argval, line))
     return tuple(out)
-
-
-def _offset(frame: FrameType) -> int:
-    return frame.f_lasti
 
 
 def _names(argval: Any) -> tuple[str, ...]:
