@@ -141,14 +141,17 @@ def main(argv=None) -> int:
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds per case")
     args = parser.parse_args(argv)
     paths = sorted(p for p in CASES.glob("CG*.py") if not args.codes or p.stem in args.codes)
-    previous = json.loads(args.out.read_text("utf-8")) if args.codes and args.out.exists() else {"rules": {}}
+    previous = json.loads(args.out.read_text("utf-8")) if args.out.exists() else {"rules": {}}
+    if not args.codes:  # a full run replaces every entry, but keeps what `cglint verify` confirmed (bench/verify_compiled.py)
+        previous = {"rules": {c: e for c, e in previous.get("rules", {}).items() if "verify" in e}}
     header = {"generated_by": "bench/gpu_evidence.py", **environment()}
     results: dict = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
         futures = {pool.submit(run_case, p, args.timeout): p.stem for p in paths}
         for future in concurrent.futures.as_completed(futures):
             code, entry = futures[future], future.result()
-            results[code] = entry
+            confirmed = previous.get("rules", {}).get(code, {}).get("verify")
+            results[code] = {**entry, "verify": confirmed} if confirmed else entry
             detail = entry.get("error") or f"divergence {entry.get('divergence')}" + (f" ({entry['note']})" if entry.get("note") else "")
             print(f"{code} {entry['severity']:<7} {entry['observed']:<14} {'ok ' if entry['agrees'] else 'NO '} {detail}", flush=True)
             # Written after every case: a run stopped early still leaves what it found.

@@ -274,6 +274,14 @@ def _evidence_line(code: str, severity: str) -> Optional[str]:
     if entry.get("stale"):
         return f"Not yet run for the current example ({entry['stale']})."
     observed = entry.get("observed")
+    verified = entry.get("verify")
+    seen = ""
+    if verified:  # the finding's message without its trailing [evidence]
+        said = re.sub(r" \[[^\]]*\]$", "", verified["message"]).rstrip(".")
+        seen = (f"`cglint verify` on {verified['device']} with torch {verified['torch']} reported it at "
+                f"`{verified['script']}` line {verified['line']}: {said}")
+    if observed == "torch_reported":
+        return seen + "."
     if observed == "capture_failed":
         text = entry.get("error", "").split(" Search for ")[0].split(" CUDA kernel errors")[0]
         quote = "``" if "`" in text else "`"
@@ -286,7 +294,7 @@ def _evidence_line(code: str, severity: str) -> Optional[str]:
     changed = entry.get("severity_changed")
     if changed:
         line += f" The severity was changed from {changed['from']} to {changed['to']} because {changed['because']}."
-    return line
+    return f"{line} {seen}." if seen else line
 
 
 def expected_markers(source: str) -> set[tuple[str, int]]:

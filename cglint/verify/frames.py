@@ -61,6 +61,11 @@ def _is_user_path(name: str) -> bool:
     return not path.startswith(_stdlib) or any(marker in path for marker in _THIRD_PARTY)
 
 
+def is_user_path(name: str) -> bool:
+    """A file path (as torch prints it in logs and tracebacks) of the user's code."""
+    return bool(name) and _is_user_path(name)
+
+
 def is_user_code(code: CodeType) -> bool:
     verdict = _verdicts.get(code)
     if verdict is None:

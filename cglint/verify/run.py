@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from cglint.findings import Finding
-from cglint.verify import backend, errors, events, frames
+from cglint.verify import backend, compiled, errors, events, frames
 from cglint.verify import session as sessions
 from cglint.verify.session import Session
 
@@ -102,6 +102,7 @@ def run_script(script: str, args: list[str], stream: Optional[events.Writer] = N
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         run = ended(INTERRUPTED_STATUS if interrupted else 1, errors.first_line(exc), False)
         session.close_open(exc)
+        compiled.script_raised(exc)  # torch's errors about compiled functions, at the user's line
         try:
             traceback.print_exc(file=sys.__stderr__ or sys.stderr)
         except Exception:  # noqa: BLE001 - an exception whose str() raises, a closed stream
