@@ -212,14 +212,18 @@ class HostContainerMutation(Rule):
     category = "host-effect"
     aggregate = True
     severity = "warning"
-    summary = "Appends to or assigns into a list or dict on `self` or a module global from code reached by a capture."
+    summary = "Appends to or pops from a list on `self` or a module global from code reached by a capture."
     message = "`{expr}` " + _ONCE + ": `{container}` changes once, at capture, and never on replay"
     fix_hint = "Write into a preallocated device tensor (`buf[i].copy_(x)`), or collect results after replay()."
-    why = """A list or dict that outlives the call is host state. Captured code appends to it
-    once, at capture; replays do not run Python, so the history, cache or bookkeeping it
-    holds stops growing while the GPU work goes on. Code written directly in the capture
-    block (registering static outputs) is not reported: it runs once on purpose."""
-    nodes = (cst.Call, cst.Assign)
+    why = """A list that outlives the call is host state. Captured code appends to it (or
+    pops from it) once, at capture; replays do not run Python, so the history or queue it
+    holds stops changing while the GPU work goes on. Keyed stores and idempotent changes
+    (`cache[key] = value`, `dict.update`, `set.add`) are not reported: done once at capture
+    they leave the container as every later call would, which is how engines fill caches
+    and workspaces. Code written directly in the capture block (registering static outputs)
+    is not reported: it runs once on purpose. A list used as a stack (pushed and popped in
+    one call) is not reported either."""
+    nodes = (cst.Call,)
     invalid = (
         '''
 import torch
@@ -286,21 +290,35 @@ def step(model, x):
 with torch.cuda.graph(g):
     static_y = step(model, static_x)
 ''',
+        '''
+import torch
+
+class Linear(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(8, 8))
+        self._workspaces = {}
+
+    def forward(self, x):
+        ws = self._workspaces.get(x.dtype)
+        if ws is None:
+            ws = self.weight.to(x.dtype)
+        self._workspaces[x.dtype] = ws  # keyed store: the same entry on every call
+        return x @ ws
+
+layer = Linear()
+with torch.cuda.graph(g):
+    static_y = layer(static_x)
+''',
     )
 
     def check(self, node, ctx):
         if ctx.in_capture_block:
             return  # the capture block itself registers static outputs on purpose
-        if isinstance(node, cst.Call):
-            method = ctx.method(node)
-            if method is None or method[1] not in ctx.api.host_effect.container_methods:
-                return
-            container = method[0]
-        else:
-            subscripts = [t.target for t in node.targets if isinstance(t.target, cst.Subscript)]
-            if not subscripts:
-                return
-            container = subscripts[0].value
+        method = ctx.method(node)
+        if method is None or method[1] not in ctx.api.host_effect.container_methods:
+            return
+        container = method[0]
         if _outlives_call(container, ctx) and ctx.value(container).kind == Kind.HOST and not _lazy(node, ctx):
             if not _stack(container, ctx):
                 yield Hit(node, {"container": code_of(container)})
@@ -310,7 +328,8 @@ def _stack(container, ctx) -> bool:
     """A container its module also pops (`_nvtx_range_messages.append(msg)` in `range_push`,
     `.pop()` in `range_pop`, as Transformer Engine does): a stack pushed and popped within
     one call ends where it started, at capture and without it."""
-    return f"{code_of(container, limit=200)}.pop(" in ctx.function.module.file.text
+    text, name = ctx.function.module.file.text, code_of(container, limit=200)
+    return f"{name}.pop(" in text and f"{name}.append(" in text
 
 
 def _lazy(node, ctx) -> bool:

@@ -20,9 +20,22 @@ def _captured_target(target: cst.BaseExpression, value: Optional[cst.BaseExpress
     if isinstance(target, cst.Name) and target.value in ctx.captured_names:
         if ctx.value(target).kind in (Kind.TENSOR, Kind.CPU_TENSOR, Kind.UNKNOWN):
             return target.value
-    if ctx.captured_attribute(target):
+    if ctx.captured_attribute(target) and not _capture_machinery(target, value, ctx):
         return code_of(target)
     return code_of(target) if _replaces_parameter(target, value, ctx) else ""
+
+
+def _capture_machinery(target: cst.BaseExpression, value: Optional[cst.BaseExpression], ctx) -> bool:
+    """`self._active_graph = None` after `capture_end()` (lmdeploy's piecewise runner), or a
+    new graph or stream object: a released reference or the objects that run the capture
+    feed no new data to what the graph reads."""
+    if isinstance(value, cst.Name) and value.value == "None":
+        return True
+    names = {ctx.value(target).qualname, ctx.call_name(value) if isinstance(value, cst.Call) else None}
+    return bool(names & _MACHINERY)
+
+
+_MACHINERY = frozenset({"torch.cuda.CUDAGraph", "torch.cuda.graphs.CUDAGraph", "torch.cuda.Stream", "torch.cuda.Event"})
 
 
 def _replaces_parameter(target: cst.BaseExpression, value: Optional[cst.BaseExpression], ctx) -> bool:

@@ -96,13 +96,11 @@ FALSE = [
 # False positives cglint still reports: their tests are expected to fail until the pattern is fixed.
 STILL_REPORTED = {
     ("megatron-core", f"{MEGATRON}/transformer/attention.py", "CG101", 43),
-    ("transformer-engine", f"{TE}/attention/dot_product_attention.py", "CG504", 97),
     ("transformer-engine", f"{TE}/distributed.py", "CG904", 34),
     ("transformer-engine", f"{TE}/graph.py", "CG952", 33),
     ("nemo-toolkit", "nemo/core/utils/cuda_python_utils.py", "CG806", 64),
     ("nemo-toolkit", "nemo/core/utils/cuda_python_utils.py", "CG806", 74),
     ("vllm", "vllm/utils/__init__.py", "CG806", 20),
-    ("lmdeploy", "lmdeploy/pytorch/backends/cuda/graph_runner/piecewise.py", "CG401", 26),
 }
 
 

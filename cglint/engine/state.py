@@ -35,14 +35,18 @@ def _is_toggle(value: Optional[cst.BaseExpression]) -> bool:
     )
 
 
-# First words of methods that configure an object before use (`enable_tiling()`,
-# `set_context_parallel_group()`, `configure_nvtx_profiling()`, `initialize_rng_tracker()`,
-# `enter_torch_compile()`): configuration API that users call while building, before the
-# first capture. With no call seen between replays, their writes are setup; taking them for
+# First words of methods that configure an object before use or tear it down after
+# (`enable_tiling()`, `set_context_parallel_group()`, `configure_nvtx_profiling()`,
+# `initialize_rng_tracker()`, `enter_torch_compile()`, `destroy_model_parallel()`):
+# configuration API that users call while building, before the first capture, or when done.
+# With no call seen between replays, their writes are setup; taking them for
 # state changed between replays was the largest share of false positives on real engine code
 # (diffusers, Megatron, SGLang, Transformer Engine, DeepSpeed). A call seen in the replay loop
 # still counts (engine.changed_by_calls_between_replays).
-_CONFIGURATION_WORDS = frozenset({"set", "enable", "disable", "configure", "init", "initialize", "setup", "register", "enter", "exit", "use", "build", "load"})
+_CONFIGURATION_WORDS = frozenset({
+    "set", "enable", "disable", "configure", "init", "initialize", "setup", "register", "enter", "use", "build", "load",
+    "exit", "leave", "destroy", "teardown", "cleanup", "close", "shutdown", "finalize", "unregister",
+})
 
 
 def configures(function) -> bool:
