@@ -289,3 +289,59 @@ def test_lazily_filled_global_behind_and_is_not_changed_by_its_callers(tmp_path)
         select=["CG202"],
     )
     assert codes_lines(found) == {("CG202", 21)}
+
+
+def test_attribute_of_another_class_is_not_the_one_read(tmp_path):
+    # NeMo: the greedy and the beam decoders each keep a state object with a
+    # `fusion_states_list`; the beam decoder reinitialising its own state between replays
+    # does not change the greedy decoder's. Writing the greedy state does.
+    found = findings(
+        tmp_path,
+        {
+            "decoders.py": """
+            import torch
+
+            class GreedyState:
+                def __init__(self):
+                    self.scale = 1.0
+
+            class BeamState:
+                def __init__(self):
+                    self.scale = 1.0
+
+            class BeamComputer:
+                def __init__(self):
+                    self.state = BeamState()
+
+                def reinitialize(self, scale):
+                    self.state.scale = scale
+
+            class GreedyComputer:
+                def __init__(self):
+                    self.state = GreedyState()
+
+                def rescale(self, scale):
+                    self.state.scale = scale
+
+                def step(self, x):
+                    return x * self.state.scale
+            """,
+            "run.py": """
+            import torch
+            from decoders import BeamComputer, GreedyComputer
+
+            greedy, beam = GreedyComputer(), BeamComputer()
+            g = torch.cuda.CUDAGraph()
+            x = torch.zeros(4, device="cuda")
+            with torch.cuda.graph(g):
+                y = greedy.step(x)
+            for scale in (0.5, 2.0):
+                beam.reinitialize(scale)
+                g.replay()
+            greedy.rescale(3.0)
+            g.replay()
+            """,
+        },
+        select=["CG601"],
+    )
+    assert codes_lines(found) == {("CG601", 26)}

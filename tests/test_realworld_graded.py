@@ -100,7 +100,6 @@ STILL_REPORTED = {
     ("transformer-engine", f"{TE}/graph.py", "CG952", 33),
     ("nemo-toolkit", "nemo/core/utils/cuda_python_utils.py", "CG806", 64),
     ("nemo-toolkit", "nemo/core/utils/cuda_python_utils.py", "CG806", 74),
-    ("vllm", "vllm/utils/__init__.py", "CG806", 20),
 }
 
 

@@ -23,7 +23,7 @@ from cglint.engine.captures import Capture, CaptureKind, TraceStep
 from cglint.engine.definitions import FunctionInfo, ModuleInfo
 from cglint.engine.phases import cached_on_first_use
 from cglint.engine.project import Project
-from cglint.engine.replay_writes import restored_state, writes_of
+from cglint.engine.replay_writes import ANY_OWNER, attribute_key, attribute_write_keys, restored_state, writes_of
 from cglint.engine.scope import Scope, initial_env
 from cglint.engine.state import StateFacts
 from cglint.engine.syntax import call_method, called_names, code_of, decorator_callee, descendants, dotted_name, identifiers
@@ -309,19 +309,20 @@ class Engine:
     def note_parameter_call(self, function: FunctionInfo, param: str) -> None:
         self._param_calls.setdefault(function.key, set()).add(param)
 
-    def note_host_write(self, function: FunctionInfo, target: cst.BaseExpression, after_capture: bool) -> None:
+    def note_host_write(self, function: FunctionInfo, target: cst.BaseExpression, after_capture: bool, scope: Scope) -> None:
         """Remember names and attributes assigned outside regions (state that may change between replays)."""
         if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Attribute):
             target = target.value  # `engine.opts["scale"] = s` changes what `self.opts` holds
         if code_of(target, 400) in restored_state(self.project, function):
             return  # saved, changed and put back before the function returns
         if isinstance(target, cst.Name):
-            key = ("name", function.key, target.value)
+            keys = [("name", function.key, target.value)]
         elif isinstance(target, cst.Attribute):
-            key = ("attr", target.attr.value)
+            keys = attribute_write_keys(target, scope)
         else:
             return
-        self._host_writes.setdefault(key, []).append((function, after_capture))
+        for key in keys:
+            self._host_writes.setdefault(key, []).append((function, after_capture))
 
     def note_host_call(self, caller: FunctionInfo, callees: list, call: cst.Call, env: dict, after_capture: bool) -> None:
         """Remember calls made outside regions: setters run between replays. A call the walk
@@ -332,7 +333,7 @@ class Engine:
 
     def note_mode_switch(self, function: FunctionInfo, after_capture: bool) -> None:
         """`model.eval()` / `model.train()` outside regions: `self.training` changes."""
-        self._host_writes.setdefault(("attr", "training"), []).append((function, after_capture))
+        self._host_writes.setdefault(attribute_key("training"), []).append((function, after_capture))
 
     def note_capture_call(self, function: FunctionInfo) -> None:
         """`function` captures through a call (`capture_graph(model, x)`): its code before
@@ -347,7 +348,7 @@ class Engine:
 
     def changed_between_replays(self, key: tuple) -> Optional[FunctionInfo]:
         """The function that changes this name or attribute after a capture or around replay()."""
-        for function, after_capture in self._host_writes.get(key, ()):
+        for function, after_capture in (w for k in _matching(self._host_writes, key) for w in self._host_writes[k]):
             if key[0] == "name" and key[-1] in self.replay_selectors(function):
                 continue  # `bs = pad(n); graphs[bs].replay()`: it picks a graph, each keeps its own value
             if self.between_replays(function, after_capture):
@@ -356,7 +357,8 @@ class Engine:
 
     def changed_by_calls_between_replays(self, key: tuple) -> Optional[FunctionInfo]:
         """The function called between replays (a setter, `model.eval()`'s owner) that changes this state."""
-        return self._writes_between_replays().get(key)
+        writes = self._writes_between_replays()
+        return next((writes[k] for k in _matching(writes, key)), None)
 
     def _writes_between_replays(self) -> dict[tuple, FunctionInfo]:
         """State keys (replay_writes.py) that functions called between replays change."""
@@ -582,6 +584,14 @@ class Engine:
                         walker.function,
                     )
                 )
+
+
+def _matching(table: dict, key: tuple) -> list[tuple]:
+    """The keys of `table` a read's state key matches: itself, or for an attribute of an object
+    of unknown class, the attribute on any object."""
+    if key[0] == "attr" and key[2] == ANY_OWNER:
+        return [k for k in table if k[:2] == key[:2]]
+    return [key] if key in table else []
 
 
 def _by_node_type(rules: Iterable[Rule]) -> dict[type, list[Rule]]:

@@ -49,10 +49,17 @@ def initializes_once(node: cst.If, stateful: Stateful, callees: Callees) -> bool
     local (`if out is None: out = torch.empty_like(x)`) is set anew on every call."""
     if node.orelse is not None:
         return False
-    body = suite_nodes(node.body)
+    return _once(node.test, suite_nodes(node.body), stateful, callees)
+
+
+def _once(test: cst.BaseExpression, body: list, stateful: Stateful, callees: Callees) -> bool:
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+        # `if cache["params"] is None or params != cache["params"]:` (Transformer Engine's
+        # backend selection): false after warmup only if every side is.
+        return _once(test.left, body, stateful, callees) and _once(test.right, body, stateful, callees)
     return any(
-        _fills(body, test, callees, _FOLLOW_DEPTH) if not test.filled else test.kind == "value" and _clears(body, test.text)
-        for test in _state_tests(node.test, stateful)
+        _fills(body, t, callees, _FOLLOW_DEPTH) if not t.filled else t.kind == "value" and _clears(body, t.text)
+        for t in _state_tests(test, stateful)
     )
 
 

@@ -6,13 +6,15 @@ state the graph never sees again. The walk of the replaying function records its
 this module says which state each callee writes, following its own calls a few levels.
 
 State keys (matched by engine/state.py against what captured code reads):
-  ("attr", name)           an attribute of any object, or a module global read as `mod.name`
+  ("attr", name, owner)    an attribute of an object of the project class `owner` (its
+                           qualified name), or of an object of unknown class (owner None;
+                           also a module global read as `mod.name`)
   ("global", module, name) a module global assigned through `global`
   ("cell", name)           a closure variable assigned through `nonlocal`
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
@@ -59,11 +61,12 @@ def _scan(project: "Project", function: FunctionInfo, depth: int) -> frozenset:
             for target in targets:
                 for leaf in assigned_names(target):
                     if code_of(leaf, 400) not in restored:
-                        found.update(_keys(leaf, declared, function))
+                        scope = scope or Scope(project, function)
+                        found.update(_keys(leaf, declared, function, scope))
         elif isinstance(current, cst.Call):
             method = call_method(current)
             if method is not None and method[1] in _MODE_SWITCHES:
-                found.add(("attr", "training"))
+                found.add(attribute_key("training"))
             if depth > 1:
                 scope = scope or Scope(project, function)
                 for callee in _callees(project, scope, current):
@@ -107,14 +110,42 @@ def _restored(node: cst.CSTNode) -> frozenset:
     return frozenset(restored)
 
 
-def _keys(leaf: cst.BaseExpression, declared: dict, function: FunctionInfo) -> list[tuple]:
+# Reads of an attribute of an object of unknown class match writes to any object's attribute.
+ANY_OWNER = "*"
+
+
+def attribute_key(name: str, owner: Optional[str] = None) -> tuple:
+    return ("attr", name, owner)
+
+
+def owners(value) -> list[str]:
+    """Qualified names of the project classes an object value is an instance of."""
+    from cglint.engine.definitions import ClassInfo
+    from cglint.engine.values import Kind
+
+    if value.kind != Kind.OBJECT or value.is_class:
+        return []
+    return [t.qualname for t in value.targets if isinstance(t, ClassInfo)]
+
+
+def attribute_write_keys(leaf: cst.Attribute, scope) -> list[tuple]:
+    """`self.state.x = v` in a class whose `state` is a `DecoderState`: keyed by that class, so a
+    captured read of another class's `x` is not taken for it (NeMo's beam and greedy
+    decoders both keep a `fusion_states_list`)."""
+    from cglint.engine.values import evaluate
+
+    found = owners(evaluate(leaf.value, scope))
+    return [attribute_key(leaf.attr.value, owner) for owner in found] or [attribute_key(leaf.attr.value)]
+
+
+def _keys(leaf: cst.BaseExpression, declared: dict, function: FunctionInfo, scope) -> list[tuple]:
     if isinstance(leaf, cst.Subscript):  # `self.opts["scale"] = s`: the container on `self` changed
         leaf = leaf.value
     if isinstance(leaf, cst.Attribute):
-        return [("attr", leaf.attr.value)]
+        return attribute_write_keys(leaf, scope)
     if isinstance(leaf, cst.Name):
         if leaf.value in declared["global"]:
-            return [("global", function.module.name, leaf.value), ("attr", leaf.value)]
+            return [("global", function.module.name, leaf.value), attribute_key(leaf.value)]
         if leaf.value in declared["nonlocal"]:
             return [("cell", leaf.value)]
     return []

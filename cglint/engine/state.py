@@ -13,7 +13,7 @@ import libcst as cst
 
 from cglint.engine.definitions import ClassInfo, ModuleInfo
 from cglint.engine.project import Project
-from cglint.engine.replay_writes import initialised_once, restored_state
+from cglint.engine.replay_writes import ANY_OWNER, attribute_key, initialised_once, restored_state
 from cglint.engine.syntax import assigned_names, code_of, descendants
 from cglint.engine.values import Kind, evaluate
 
@@ -107,9 +107,15 @@ class StateFacts:
                 body = scope.module.body_function
                 keys += [("name", body.key, expr.value), ("global", scope.module.name, expr.value), ("cell", expr.value)]
             return keys
-        if isinstance(expr, cst.Attribute) and evaluate(expr.value, scope).kind in (Kind.OBJECT, Kind.UNKNOWN):
-            return [("attr", expr.attr.value)]
-        return []
+        base = evaluate(expr.value, scope) if isinstance(expr, cst.Attribute) else None
+        if base is None or base.kind not in (Kind.OBJECT, Kind.UNKNOWN):
+            return []
+        name = expr.attr.value  # type: ignore[attr-defined]
+        classes = [t for t in base.targets if isinstance(t, ClassInfo)] if not base.is_class else []
+        if not classes:
+            return [attribute_key(name, ANY_OWNER)]
+        # Written on this class or a base class, or on an object whose class is unknown.
+        return [attribute_key(name, k.qualname) for cls in classes for k in self.project.mro(cls)] + [attribute_key(name)]
 
     def _changed_attribute(self, cls: ClassInfo, attr: str, any_write: bool = False) -> Optional[str]:
         setup = self._setup_methods(cls)

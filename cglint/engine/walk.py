@@ -153,7 +153,7 @@ class Walker:
             targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
             for target in targets:
                 for leaf in assigned_names(target):
-                    self.engine.note_host_write(self.function, leaf, self.after_capture)
+                    self.engine.note_host_write(self.function, leaf, self.after_capture, self.scope)
         if isinstance(node, cst.Expr):
             self.expr(node.value)
         elif isinstance(node, cst.Assign):
@@ -249,7 +249,7 @@ class Walker:
     def note_loop_variable(self, node: cst.For) -> None:
         """A replay loop's variable changes between replays, like an assignment there."""
         for leaf in assigned_names(node.target):
-            self.engine.note_host_write(self.function, leaf, self.after_capture)
+            self.engine.note_host_write(self.function, leaf, self.after_capture, self.scope)
 
     def targets(self, target: cst.BaseExpression) -> None:
         """Walk the expressions inside an assignment target (`x[mask] = 0` indexes with `mask`)."""
