@@ -345,3 +345,53 @@ def test_attribute_of_another_class_is_not_the_one_read(tmp_path):
         select=["CG601"],
     )
     assert codes_lines(found) == {("CG601", 26)}
+
+
+def test_state_rebuilt_by_a_function_that_captures_again_is_not_stale(tmp_path):
+    # NeMo's label-looping decoder: when the batch outgrows the state, `_graph_reinitialize`
+    # builds a new state and captures the graphs again; the new graphs read the new state.
+    found = findings(
+        tmp_path,
+        {
+            "decoder.py": """
+            import torch
+
+            class State:
+                def __init__(self, batch):
+                    self.batch = batch
+                    self.scale = 1.0
+                    self.x = torch.zeros(batch, device="cuda")
+
+            class Decoder:
+                def __init__(self):
+                    self.state = None
+                    self.graph = None
+
+                def _reinitialize(self, batch):
+                    self.state = State(batch)
+                    self.state.scale = 0.5
+                    self._compile()
+
+                def _compile(self):
+                    self._warmup()
+                    self._capture()
+
+                def _warmup(self):
+                    self.out = self.state.x * self.state.scale
+
+                def _capture(self):
+                    self.graph = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(self.graph):
+                        self.out = self.state.x * self.state.scale
+
+                def __call__(self, x):
+                    if self.state is None or x.shape[0] > self.state.batch:
+                        self._reinitialize(x.shape[0])
+                    self.state.x[: x.shape[0]].copy_(x)
+                    self.graph.replay()
+                    return self.out
+            """,
+        },
+        select=["CG601", "CG202"],
+    )
+    assert codes_lines(found) == set()

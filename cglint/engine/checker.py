@@ -23,7 +23,7 @@ from cglint.engine.captures import Capture, CaptureKind, TraceStep
 from cglint.engine.definitions import FunctionInfo, ModuleInfo
 from cglint.engine.phases import cached_on_first_use
 from cglint.engine.project import Project
-from cglint.engine.replay_writes import ANY_OWNER, attribute_key, attribute_write_keys, restored_state, writes_of
+from cglint.engine.replay_writes import ANY_OWNER, attribute_key, attribute_write_keys, reachable, restored_state, writes_of
 from cglint.engine.scope import Scope, initial_env
 from cglint.engine.state import StateFacts
 from cglint.engine.syntax import call_method, called_names, code_of, decorator_callee, descendants, dotted_name, identifiers
@@ -382,6 +382,8 @@ class Engine:
                     # A constructor builds a new object: the captured one keeps its state.
                     if not isinstance(function, FunctionInfo) or function.name in ("__init__", "__post_init__"):
                         continue
+                    if any(self.captures_in(f) for f in reachable(self.project, function)):
+                        continue  # rebuilds the state and captures again (NeMo's `_graph_reinitialize`)
                     (between if in_loop else before).add(function.key)
                     if in_loop:
                         for key in writes_of(self.project, function):

@@ -38,7 +38,7 @@ def writes_of(project: "Project", function: FunctionInfo, depth: int = MAX_DEPTH
 
 
 def _scan(project: "Project", function: FunctionInfo, depth: int) -> frozenset:
-    from cglint.engine.scope import Scope  # scope imports the engine's value model
+    from cglint.engine.scope import Scope, initial_env  # scope imports the engine's value model
 
     node = function.node
     if not isinstance(node, cst.FunctionDef):
@@ -61,14 +61,14 @@ def _scan(project: "Project", function: FunctionInfo, depth: int) -> frozenset:
             for target in targets:
                 for leaf in assigned_names(target):
                     if code_of(leaf, 400) not in restored:
-                        scope = scope or Scope(project, function)
+                        scope = scope or Scope(project, function, initial_env(project, function))
                         found.update(_keys(leaf, declared, function, scope))
         elif isinstance(current, cst.Call):
             method = call_method(current)
             if method is not None and method[1] in _MODE_SWITCHES:
                 found.add(attribute_key("training"))
             if depth > 1:
-                scope = scope or Scope(project, function)
+                scope = scope or Scope(project, function, initial_env(project, function))
                 for callee in _callees(project, scope, current):
                     found.update(writes_of(project, callee, depth - 1))
     return frozenset(found)
@@ -78,6 +78,25 @@ def initialised_once(project: "Project", function: FunctionInfo) -> frozenset:
     """Ids of the nodes in lazy initialisation (`if _te_version is None: _te_version = ...`):
     they ran at warmup, and a call between replays finds the state filled and writes nothing."""
     return project.cached(("initialised-once", function.key), lambda: _initialised_once(function.node), frozenset())  # type: ignore[return-value]
+
+
+def reachable(project: "Project", function: FunctionInfo, depth: int = MAX_DEPTH) -> tuple:
+    """The project functions `function` calls, a few levels deep (itself included)."""
+    key = ("reachable", function.key, depth)
+    return project.cached(key, lambda: _reach(project, function, depth), ())  # type: ignore[return-value]
+
+
+def _reach(project: "Project", function: FunctionInfo, depth: int) -> tuple:
+    from cglint.engine.scope import Scope, initial_env
+
+    found = {function.key: function}
+    if depth > 1 and isinstance(function.node, cst.FunctionDef):
+        scope = Scope(project, function, initial_env(project, function))
+        for call in (n for n in descendants(function.node) if isinstance(n, cst.Call)):
+            for callee in _callees(project, scope, call):
+                for reached in reachable(project, callee, depth - 1):
+                    found.setdefault(reached.key, reached)
+    return tuple(found.values())
 
 
 def _initialised_once(node: cst.CSTNode) -> frozenset:
