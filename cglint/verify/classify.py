@@ -129,6 +129,16 @@ def classify_call(name: str, args: tuple, kwargs: dict, *, gpu: bool, frame: Opt
     return None
 
 
+# Every name classify_call can report (given no generator= or pin_memory= argument): the
+# torch-function hook passes any other call straight through, which is most of them.
+CALL_NAMES = frozenset({"__bool__", "to", "cuda", "where", "repeat_interleave", "__getitem__", "__setitem__",
+                        "pin_memory"}).union(*(t.names for t in (
+                            CALLS.scalar_reads, CALLS.host_copies, CALLS.data_dependent_size, CALLS.unique,
+                            CALLS.formatting, CALLS.resize, CALLS.from_host_data, CALLS.random_factories,
+                            CALLS.inplace_random)))
+CALL_KWARGS = frozenset({"generator", "pin_memory"})
+
+
 def random_result_on_host(name: str, result: Any) -> Hit:
     """GPU mode: a random factory whose result landed on the CPU."""
     if name in CALLS.random_factories.names and _is_tensor(result) and result.device.type == "cpu":
@@ -144,6 +154,10 @@ _OP_CODES = {name: table for table in _OP_TABLES for name in table.names}
 def op_name(func: Any) -> str:
     """'nonzero' for aten.nonzero.default."""
     return func._schema.name.split("::")[-1] if hasattr(func, "_schema") else str(func)
+
+
+# Every operator name classify_op can report.
+OP_NAMES = frozenset(_OP_CODES).union({"repeat_interleave", "_to_copy", "copy_"}, OPS.mask_indexing.names)
 
 
 def classify_op(func: Any, args: tuple, kwargs: dict, *, gpu: bool) -> Hit:

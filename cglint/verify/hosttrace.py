@@ -17,7 +17,7 @@ import warnings
 from types import CodeType, FrameType
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from cglint.verify import frames
+from cglint.verify import frames, torchmodes
 from cglint.verify import rule_codes as rc
 from cglint.verify.runtime_api import tables
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from cglint.verify.instrument import Instrumentation
 
 HOST = tables().host
+_verdicts = frames.verdicts  # is_user_code's cache, read directly on the hot path
 
 
 def _python_targets() -> dict[CodeType, tuple[str, str]]:
@@ -44,6 +45,7 @@ class HostTracer:
     def __init__(self, inst: "Instrumentation"):
         self.inst = inst
         self._previous: Optional[Callable] = None
+        self._hook: Optional[Callable] = None
         self._patched: list[tuple[Any, str, Any]] = []
         self._importing = 0  # module code run by an import is not the region's work
         self._targets = _python_targets()
@@ -55,11 +57,15 @@ class HostTracer:
 
     def start(self) -> None:
         self._previous = sys.getprofile()
-        sys.setprofile(self._profile)
+        hook = self._profile if self._previous is None else self._chained
+        self._hook = hook
+        torchmodes.own_hooks.add(hook)
+        sys.setprofile(hook)
         self._patch_numpy()
 
     def stop(self) -> None:
         sys.setprofile(self._previous)
+        torchmodes.own_hooks.discard(self._hook)
         self._previous = None
         for module, name, original in self._patched:
             setattr(module, name, original)
@@ -90,22 +96,29 @@ class HostTracer:
         return hook
 
     # --- the hook ------------------------------------------------------------
+    def _chained(self, frame: FrameType, event: str, arg: Any) -> None:
+        """The hook when a profiler was already set: it still sees every event."""
+        self._previous(frame, event, arg)
+        self._profile(frame, event, arg)
+
     def _profile(self, frame: FrameType, event: str, arg: Any) -> None:
-        if self._previous is not None:
-            self._previous(frame, event, arg)
-        if event in ("call", "return") and frame.f_code.co_name == "_find_and_load":
-            if frame.f_code.co_filename.startswith("<frozen importlib"):
-                self._importing += 1 if event == "call" else -1
-                return
-        if self._importing:
-            return
+        # Called for every call and builtin of the capture: the common events leave at once.
         if event == "c_call":
-            if frames.is_user_code(frame.f_code):
+            code = frame.f_code
+            user = _verdicts.get(code)
+            if user is None:
+                user = frames.is_user_code(code)
+            if user and not self._importing:
                 hit = self._builtin(arg, frame)
                 if hit:
                     self.inst.recorder.observe(hit[0], hit[1], frame, weak=hit[1].startswith("`print"))
         elif event == "call":
             code = frame.f_code
+            if code.co_name == "_find_and_load" and code.co_filename.startswith("<frozen importlib"):
+                self._importing += 1  # module code run by an import is not the region's work
+                return
+            if self._importing:
+                return
             hit = self._targets.get(code)
             if hit is not None:
                 # torch wraps these (dynamo guards): blame the user frame that asked
@@ -114,14 +127,20 @@ class HostTracer:
                     self.inst.recorder.observe(hit[0], hit[1], caller)
                 return
             hit = self._files.get(code.co_filename)
+            if hit is None:
+                return
             caller = frame.f_back
-            if hit is None or caller is None or not frames.is_user_code(caller.f_code):
+            if caller is None or not frames.is_user_code(caller.f_code):
                 return
             if code.co_filename == pathlib.__file__ and code.co_name not in HOST.path_io.names:
                 return
             if code.co_filename == random.__file__ and code.co_name.startswith("_"):
                 return
             self.inst.recorder.observe(hit[0], hit[1], caller)
+        elif event == "return" and self._importing:
+            code = frame.f_code
+            if code.co_name == "_find_and_load" and code.co_filename.startswith("<frozen importlib"):
+                self._importing -= 1
 
     def _builtin(self, fn: Any, frame: FrameType) -> Optional[tuple[str, str]]:
         owner = getattr(fn, "__self__", None)
