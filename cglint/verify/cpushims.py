@@ -33,6 +33,7 @@ class _Trace:
         where = frames.where(site) if site else None
         region = Region(frames.display_path(where.path), where.line, kind) if where else None
         self.session, self.kind = session, kind
+        self.info: Optional[GraphInfo] = None  # once the capture ended
         self.site = f"{region.path}:{region.line} ({kind})" if region else "?"
         recorder = Recorder(region, stop=site, phase="CPU trace")
         session.recorders.append(recorder)
@@ -50,8 +51,8 @@ class _Trace:
         _depth[0] -= 1
         self.session.open.pop(id(self), None)
         error = None if exc is None else errors.first_line(exc)
-        self.session.add_graph(GraphInfo(self.site, self.kind, exc is None, time.perf_counter() - self.started,
-                                         error=error))
+        self.info = GraphInfo(self.site, self.kind, exc is None, time.perf_counter() - self.started, error=error)
+        self.session.add_graph(self.info)
 
 
 def _start(session: Session, kind: str, graph: Any = None) -> _Trace:
@@ -168,8 +169,8 @@ def install(session: Session) -> None:
             _stop(self._inst)
 
         def replay(self) -> None:
-            if self._inst is not None:
-                session.replayed(self._inst.site)
+            if self._inst is not None and self._inst.info is not None:
+                session.replayed_graph(self._inst.info)
             guards.check_replay(self._inst.inst if self._inst is not None else None, session)
 
         def reset(self) -> None: ...

@@ -115,6 +115,7 @@ class GuardSet:
         self.bound_tensors: dict[int, _Bound] = {}
         self.events: list[tuple[frames.Where, tuple[str, ...], str, int]] = []  # rebinding seen by the watchers
         self._seen_keys: set[tuple] = set()
+        self.changed: dict[int, tuple[Guard, Any]] = {}  # guards found changed, with their latest value
         self._read: list[tuple[Guard, list[tuple[int, str]]]] = []
 
     def __len__(self) -> int:
@@ -201,6 +202,7 @@ class GuardSet:
             if now is not guard.seen:
                 guard.seen = now
                 if not same(now, guard.captured):
+                    self.changed[id(guard)] = (guard, now)
                     _report(guard, now, recorder, frame, guard.writers())
         if self.dirty:
             dirty, self.dirty = self.dirty, {}
@@ -216,6 +218,7 @@ class GuardSet:
                         continue
                     guard.seen = now
                     if not same(now, guard.captured):
+                        self.changed[id(guard)] = (guard, now)
                         _report(guard, now, recorder, frame, [writer] if writer else [])
         if self.events:
             events, self.events = self.events, []
@@ -224,6 +227,21 @@ class GuardSet:
                 recorder.observe_at(rc.REBIND_CAPTURED_TENSOR, what, where, trace, evidence=replay)
                 explained.add(data_ptr)
         return explained
+
+
+def explanation(changes: Iterable[tuple[Guard, Any]]) -> tuple[str, list[Related]]:
+    """Words and related locations for a replay that diverged: the guarded values that changed since
+    the capture, each with its value at capture, its value now and the line that read it."""
+    parts, related = [], []
+    for guard, now in changes:
+        w = guard.where
+        path = frames.display_path(w.path)
+        change = f"{_shown(guard.captured)} at capture, {_shown(now)} now"
+        parts.append(f"`{guard.text}` ({change}; read at {path}:{w.line})")
+        related.append(Related(path, w.line, w.column, f"`{guard.text}` is read here: {change}"))
+    if not parts:
+        return "", []
+    return "; explained by what the capture froze: " + ", ".join(parts[:3]), related[:3]
 
 
 def _where(related: Related) -> frames.Where:

@@ -85,27 +85,32 @@ def install(session: Session) -> None:
                 raise
             ok = monitor.error is None
             if ok and monitor.inst.ops is not None:
-                self._cglint_reads = liveness.snapshot(monitor.inst.ops, frames.current_user_frame(2))
+                self._cglint_reads = liveness.Watch(liveness.snapshot(monitor.inst.ops, frames.current_user_frame(2)))
                 self._cglint_site = monitor.label
                 self._cglint_recorder = monitor.recorder
                 self._cglint_guards = monitor.inst.guards
-            _graph_done(session, monitor, ok=ok, graph=self)
+            self._cglint_info = _graph_done(session, monitor, ok=ok, graph=self)
         return wrapper
 
     def replay(original):
         def wrapper(self, *args, **kwargs):
-            reads, held = getattr(self, "_cglint_reads", None), getattr(self, "_cglint_guards", None)
+            state = self.__dict__
+            reads, held = state.get("_cglint_reads"), state.get("_cglint_guards")
             if reads or (held is not None and held.pending):
-                recorder = Recorder(region=self._cglint_recorder.region, phase="replay")
+                recorder = state.get("_cglint_replay_recorder") or Recorder(region=self._cglint_recorder.region,
+                                                                            phase="replay")
                 frame = frames.current_user_frame(2)
                 explained = held.check(recorder, frame) if held is not None else set()
-                liveness.check(reads or [], recorder, frame, self._cglint_site, explained)
+                if reads:
+                    reads.check(recorder, frame, self._cglint_site, explained)
                 if recorder.observations:
                     session.recorders.append(recorder)
                     session.changed()
-                    if reads:
-                        self._cglint_reads = [r for r in reads if r.ref() is not None]  # report each loss once
-            session.replayed(getattr(self, "_cglint_site", None))
+                    recorder = None
+                self._cglint_replay_recorder = recorder  # unused: the next replay's
+            info = state.get("_cglint_info")
+            if info is not None:
+                session.replayed_graph(info)
             return original(self, *args, **kwargs)
         return wrapper
 
@@ -179,11 +184,13 @@ def _raised_under(exc: BaseException, site: Any) -> bool:
     return False
 
 
-def _graph_done(session: Session, monitor: CaptureMonitor, *, ok: bool, graph: Any = None) -> None:
+def _graph_done(session: Session, monitor: CaptureMonitor, *, ok: bool, graph: Any = None) -> GraphInfo:
     pool = pool_bytes(graph) if graph is not None else None
     region = monitor.recorder.region
     error = errors.first_line(monitor.error) if monitor.error is not None else None
-    session.add_graph(GraphInfo(monitor.label, region.kind if region else "?", ok, monitor.seconds, pool, error=error))
+    info = GraphInfo(monitor.label, region.kind if region else "?", ok, monitor.seconds, pool, error=error)
+    session.add_graph(info)
+    return info
 
 
 def uninstall() -> None:
