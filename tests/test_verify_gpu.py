@@ -334,7 +334,7 @@ import os
 import torch
 
 model = torch.nn.Linear(16, 16).cuda()
-opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)  # expect: CG905
 x = torch.randn(4, 16, device="cuda")
 side = torch.cuda.Stream()
 side.wait_stream(torch.cuda.current_stream())

@@ -1,10 +1,11 @@
-"""CPU trace mode for scripts: stand-ins for the torch.cuda API a capturing script calls.
+"""CPU trace mode for scripts: CUDA emulated on the CPU.
 
-With no CUDA, torch.cuda.graph, CUDAGraph and streams cannot even be constructed. The
-stand-ins let a script that picks its device at run time go through its capture code on
-the CPU: the body of every "capture" runs once under the same instrumentation as a real
-capture, replay() does nothing, and streams, events and synchronize are no-ops that still
-record CG104 inside a region.
+With no CUDA, torch.cuda.graph, CUDAGraph and streams cannot even be constructed, and code
+that says "cuda" stops at its first tensor. Here "cuda" devices become the CPU (EmulatedCuda)
+and the torch.cuda API a capturing script calls has stand-ins, so a script written for CUDA
+runs its capture code: the body of every "capture" runs once under the same instrumentation
+as a real capture, replay() checks the capture's replay guards and computes nothing, and
+streams, events and synchronize are no-ops that still record CG104 inside a region.
 """
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from typing import Any, Optional
 
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils._device import DeviceContext
 
 from cglint.findings import Region
 from cglint.verify import errors, frames, guards, synchooks
+from cglint.verify.classify import EMULATED_CUDA
 from cglint.verify.instrument import Instrumentation
 from cglint.verify.recorder import Recorder
 from cglint.verify.session import GraphInfo, Session
@@ -100,6 +103,24 @@ def _on_cpu(value: Any) -> Any:
     return torch.device("cpu") if _is_cuda(value) else value
 
 
+# The devices the emulation made the CPU where the script said "cuda" (torch.device objects are
+# distinct, so identity tells them apart); newest last, a bounded number.
+_meant_cuda: dict[int, Any] = {}
+_MEANT_CUDA_KEPT = 4096
+
+
+def _remember_cuda(device: Any) -> Any:
+    _meant_cuda[id(device)] = device
+    if len(_meant_cuda) > _MEANT_CUDA_KEPT:
+        del _meant_cuda[next(iter(_meant_cuda))]
+    return device
+
+
+def meant_cuda(device: Any) -> bool:
+    """Whether the script named this device "cuda" (before the emulation made it the CPU)."""
+    return _is_cuda(device) or _meant_cuda.get(id(device)) is device
+
+
 class EmulatedCuda(TorchFunctionMode):
     """Runs code written for CUDA on the CPU: every "cuda" device a torch call names becomes
     the CPU (factories, .to(), .cuda(), `with torch.device("cuda")`), host pinning is a no-op.
@@ -108,6 +129,8 @@ class EmulatedCuda(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
         name = getattr(func, "__name__", "")
+        if func is torch.device and args and _is_cuda(args[0]):
+            return _remember_cuda(torch.device("cpu"))
         if name == "cuda" and args and isinstance(args[0], (torch.Tensor, torch.nn.Module)):
             return args[0]
         if name in ("pin_memory", "is_pinned") and args and isinstance(args[0], torch.Tensor):
@@ -228,6 +251,15 @@ def install(session: Session) -> None:
         for name, value in table.items():
             _saved.append((owner, name, getattr(owner, name, None)))
             setattr(owner, name, value)
+    context_cls = DeviceContext
+    original_init = context_cls.__init__
+
+    def context_init(self: Any, device: Any) -> None:  # set_default_device("cuda"), `with torch.device("cuda")`
+        original_init(self, device)
+        setattr(self, EMULATED_CUDA, meant_cuda(device))
+
+    _saved.append((context_cls, "__init__", original_init))
+    context_cls.__init__ = context_init
     mode = EmulatedCuda()
     mode.__enter__()
     _mode.append(mode)

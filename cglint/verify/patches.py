@@ -16,8 +16,8 @@ from typing import Any, Callable
 import torch
 
 from cglint.verify import errors, frames, guards, liveness, synchooks
-from cglint.verify.capture import (CaptureMonitor, pool_bytes, record_failed_call, region_kind, release_pool,
-                                   reset_after_failure)
+from cglint.verify.capture import (BUILT_AT, CaptureMonitor, pool_bytes, record_failed_call, region_kind,
+                                   release_pool, reset_after_failure)
 from cglint.verify.recorder import Recorder
 from cglint.verify.session import GraphInfo, Session
 
@@ -147,6 +147,17 @@ def install(session: Session) -> None:
                 raise
         return wrapper
 
+    def optimizer_init(original):
+        def wrapper(self, *args, **kwargs):
+            original(self, *args, **kwargs)
+            caller = frames.current_user_frame(2)
+            while caller is not None and caller.f_locals.get("self") is self:  # the user's subclass's __init__
+                caller = frames.user_frame(caller.f_back)
+            if caller is not None:
+                self.__dict__[BUILT_AT] = frames.where(caller)
+        return wrapper
+
+    _patch(torch.optim.Optimizer, "__init__", optimizer_init)
     _patch(torch.cuda, "make_graphed_callables", make_graphed_callables)
     if hasattr(graph_cls, "register_generator_state"):  # not in older torch
         _patch(graph_cls, "register_generator_state", register_generator_state)
