@@ -1,7 +1,7 @@
 """Capture and replay overhead of the verifier's instrumentation on a serving engine's graphs.
 
-    python bench/verify_overhead.py [--layers 24] [--dim 1024] [--rounds 3] [--profile FILE]
-    python bench/verify_overhead.py --cpu-proxy [--dim 64] [--profile FILE]
+    python bench/verify_overhead.py [--layers 24] [--dim 1024] [--rounds 3] [--breakdown]
+    python bench/verify_overhead.py --cpu-proxy [--dim 64] [--breakdown]
 
 The workload is what a serving engine captures at start-up: the decode step of a 24-layer
 decoder (embedding, pre-norm attention over a KV cache written in place at each sequence's
@@ -22,16 +22,18 @@ state on every change as the supervised child does). Times, medians over the rou
 
 `--cpu-proxy` runs no GPU: the decode step at a small width on the CPU, inside the same
 CaptureMonitor a GPU capture gets (without sync debug mode), against the same step bare.
-Host-side cost only: it is for profiling the instrumentation (`--profile` writes cProfile
-statistics of the instrumented captures), not a figure to report.
+Host-side cost only: it is for profiling the instrumentation, not a figure to report.
+
+`--breakdown` also times the instrumented captures with one part of the instrumentation off at
+a time (the torch hooks, the host tracer, the replay-guard collector). A profiler cannot be used
+instead: the host tracer is itself the thread's profile function.
 """
 from __future__ import annotations
 
 import argparse
-import cProfile
+import contextlib
 import json
 import math
-import pstats
 import statistics
 import time
 from typing import Any, Callable
@@ -212,6 +214,34 @@ class Instrumented:
         sessions.end()
 
 
+PARTS = (("all", {}), ("without the torch hooks", {"torch_modes": False}), ("without the host tracer", {"host": False}),
+         ("without the guard collector", {"guard_reads": False}),
+         ("none (capture patches only)", {"torch_modes": False, "host": False, "guard_reads": False}))
+
+
+@contextlib.contextmanager
+def without(off: dict[str, bool]):
+    """Captures instrumented with some parts of the instrumentation switched off (for --breakdown)."""
+    from cglint.verify import instrument
+
+    original = instrument.Instrumentation.__init__
+
+    def init(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        if "host" in off:
+            self._host = None
+        if "torch_modes" in off:
+            self.torch_modes = False
+        if "guard_reads" in off:
+            self.guard_reads = False
+
+    instrument.Instrumentation.__init__ = init
+    try:
+        yield
+    finally:
+        instrument.Instrumentation.__init__ = original
+
+
 def gpu_main(args: argparse.Namespace) -> None:
     if not torch.cuda.is_available():
         raise SystemExit("needs a CUDA device (or --cpu-proxy)")
@@ -219,7 +249,6 @@ def gpu_main(args: argparse.Namespace) -> None:
     bare_engine = Engine(model, args.vocab, "cuda")
     captures: dict[str, list[float]] = {"bare": [], "instrumented": []}
     startups: dict[str, list[float]] = {"bare": [], "instrumented": []}
-    profiler = cProfile.Profile() if args.profile else None
     with torch.no_grad():
         bare_engine.capture_all()  # cuBLAS handles, allocator segments, lazy modules: not part of either figure
         bare_engine.release()
@@ -230,11 +259,7 @@ def gpu_main(args: argparse.Namespace) -> None:
                     in_captures, startup = engine.capture_all()
                 else:
                     with Instrumented() as session:
-                        if profiler:
-                            profiler.enable()
                         in_captures, startup = engine.capture_all()
-                        if profiler:
-                            profiler.disable()
                         findings = session.findings()
                         graphs = list(session.graphs)
                 engine.release()
@@ -254,7 +279,7 @@ def gpu_main(args: argparse.Namespace) -> None:
                                             for _ in range(args.repeats))
                 rows.append((sync, bare, patched))
             replay_findings = session.findings()
-            guards = sum(len(g._cglint_guards or ()) for g in engine.graphs.values())
+            guards = sum(len(getattr(g, "_cglint_guards", None) or ()) for g in engine.graphs.values())
         engine.release()
         bare_engine.release()
 
@@ -276,9 +301,18 @@ def gpu_main(args: argparse.Namespace) -> None:
         name = "replay loop, synchronised every step" if sync else "replay loop, asynchronous"
         print(f"| {name} | {bare:.3f} ms/step | {patched:.3f} ms/step | {100 * (patched / bare - 1):+.1f}% |")
     print(f"\nper round, ms: {json.dumps(captures)}")
-    if profiler:
-        profiler.dump_stats(args.profile)
-        pstats.Stats(profiler).sort_stats("cumulative").print_stats(40)
+    if args.breakdown:
+        print("\n| instrumentation | 8 captures | ratio to bare |\n|---|---|---|")
+        with torch.no_grad():
+            for label, off in PARTS:
+                times = []
+                for _ in range(args.rounds):
+                    engine = Engine(model, args.vocab, "cuda")
+                    with without(off), Instrumented():
+                        times.append(engine.capture_all()[0] * 1000)
+                    engine.release()
+                ms = statistics.median(times)
+                print(f"| {label} | {ms:.1f} ms | {ms / cap['bare']:.2f}x |")
 
 
 def cpu_proxy_main(args: argparse.Namespace) -> None:
@@ -291,36 +325,31 @@ def cpu_proxy_main(args: argparse.Namespace) -> None:
     positions = torch.zeros(max(BATCH_SIZES), dtype=torch.long)
     sizes = [max(1, b // 8) for b in BATCH_SIZES]  # small batches: the host's per-operator cost dominates
 
-    def steps(instrument: bool, profiler: Any = None) -> float:
+    def steps(instrument: bool) -> float:
         total = 0.0
         for b in sizes:
             monitor = CaptureMonitor(kind="torch.cuda.graph", sync_debug=False) if instrument else None
-            t0 = time.perf_counter()
+            t0 = time.thread_time()  # CPU time of this thread: other processes on the machine do not count
             if monitor:
-                if profiler:
-                    profiler.enable()
                 monitor.start()
             model.decode_step(tokens[:b], positions[:b])
             if monitor:
                 monitor.stop()
-                if profiler:
-                    profiler.disable()
-            total += time.perf_counter() - t0
+            total += time.thread_time() - t0
         return total * 1000
 
     frames.refresh()
+    torch.set_num_threads(1)  # a dispatch mode with many CPU threads waits on them at every operator
     with torch.no_grad():
         steps(False), steps(True)
-        bare = statistics.median(steps(False) for _ in range(args.rounds))
-        inst = statistics.median(steps(True) for _ in range(args.rounds))
-        profiler = cProfile.Profile() if args.profile else None
-        if profiler:
-            steps(True, profiler)
-    print(f"CPU proxy, {args.layers} layers, dim {args.dim}, {len(sizes)} steps: bare {bare:.1f} ms, "
-          f"instrumented {inst:.1f} ms, {inst / bare:.2f}x (host cost only; not the GPU figure)")
-    if profiler:
-        profiler.dump_stats(args.profile)
-        pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
+        bare = min(steps(False) for _ in range(args.rounds))
+        inst = min(steps(True) for _ in range(args.rounds))
+        print(f"CPU proxy, {args.layers} layers, dim {args.dim}, {len(sizes)} steps: bare {bare:.1f} ms, "
+              f"instrumented {inst:.1f} ms, {inst / bare:.2f}x (host cost only; not the GPU figure)")
+        for label, off in PARTS[1:] if args.breakdown else ():
+            with without(off):
+                ms = min(steps(True) for _ in range(args.rounds))
+            print(f"  {label}: {ms:.1f} ms, {ms / bare:.2f}x")
 
 
 def main() -> None:
@@ -332,7 +361,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=400, help="decode steps per replay timing")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--profile", help="write cProfile statistics of the instrumented captures here")
+    parser.add_argument("--breakdown", action="store_true", help="also time captures with each part of the "
+                        "instrumentation off")
     parser.add_argument("--cpu-proxy", action="store_true", help="host-side cost on the CPU, for profiling")
     args = parser.parse_args()
     if args.cpu_proxy:
