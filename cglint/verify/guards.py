@@ -38,6 +38,7 @@ import functools
 import gc
 import operator
 import sys
+import threading
 import weakref
 from collections import deque
 from dataclasses import dataclass
@@ -47,7 +48,7 @@ from typing import Any, Callable, Iterable, Optional
 import torch
 
 from cglint.findings import Related
-from cglint.verify import frames, readplan, torchmodes
+from cglint.verify import frames, monitor, readplan, torchmodes
 from cglint.verify import rule_codes as rc
 from cglint.verify.recorder import Recorder
 
@@ -294,6 +295,13 @@ class Collector:
         self._importing = 0
 
     def start(self) -> "Collector":
+        self.thread = threading.get_ident()
+        self._codes: set[CodeType] = set()  # codes given local events (sys.monitoring)
+        self._library_codes: set[CodeType] = set()
+        self._tool: Optional[int] = None
+        if monitor.AVAILABLE and self._monitor_start():
+            _collecting.append(self)
+            return self
         self._previous = sys.gettrace()
         frame, stop = sys._getframe(1), self.recorder.stop
         while stop is not None and frame is not None:
@@ -311,8 +319,13 @@ class Collector:
         return self
 
     def stop(self) -> GuardSet:
-        sys.settrace(self._previous)
-        torchmodes.own_hooks.discard(self._global)
+        if self._tool is not None:
+            e = monitor.events()
+            monitor.release(self._tool, (e.PY_START, e.LINE, e.PY_RETURN, e.PY_YIELD, e.PY_UNWIND), self._codes)
+            self._tool = None
+        else:
+            sys.settrace(self._previous)
+            torchmodes.own_hooks.discard(self._global)
         if self in _collecting:
             _collecting.remove(self)
         for frame, previous in self._running:
@@ -326,6 +339,64 @@ class Collector:
         self.guards.bind(self._modules.values())
         self._modules.clear()
         return self.guards
+
+    # --- sys.monitoring (3.12+): lines and returns of user frames, returns of library forwards ----
+    def _monitor_start(self) -> bool:
+        e = monitor.events()
+        self._tool = monitor.acquire("cglint replay guards", {
+            e.PY_START: self._on_start, e.LINE: self._on_line, e.PY_RETURN: self._on_return,
+            e.PY_YIELD: self._on_return, e.PY_UNWIND: self._on_return}, e.PY_START | e.PY_UNWIND)
+        if self._tool is None:
+            return False
+        frame, stop = sys._getframe(2), self.recorder.stop
+        while stop is not None and frame is not None:  # the capture site and the frames around it
+            if frames.is_user_code(frame.f_code):
+                self._lines[frame] = set()
+                self._site_codes.append(frame.f_code)
+                self._follow(frame.f_code)
+            if frame is stop:
+                break
+            frame = frame.f_back
+        return True
+
+    def _follow(self, code: CodeType) -> None:
+        if code not in self._codes:
+            self._codes.add(code)
+            e = monitor.events()
+            sys.monitoring.set_local_events(self._tool, code, e.LINE | e.PY_RETURN | e.PY_YIELD)
+
+    def _on_start(self, code: CodeType, offset: int) -> Any:
+        user = _verdicts.get(code)
+        if user is None:
+            user = frames.is_user_code(code)
+        if user:
+            if code.co_name != "<module>" and not code.co_filename.startswith("<"):  # not imports, not exec'd code
+                self._follow(code)
+        elif code.co_name == "forward" and code.co_varnames[:1] == ("self",) and code not in self._codes:
+            self._library_codes.add(code)
+            self._codes.add(code)
+            e = monitor.events()
+            sys.monitoring.set_local_events(self._tool, code, e.PY_RETURN | e.PY_YIELD)
+        return sys.monitoring.DISABLE  # once per code object
+
+    def _on_line(self, code: CodeType, line: int) -> Any:
+        if threading.get_ident() == self.thread:
+            frame = sys._getframe(1)
+            lines = self._lines.get(frame)
+            if lines is None:
+                lines = self._lines[frame] = set()
+            lines.add(line)
+        return None
+
+    def _on_return(self, code: CodeType, offset: int, value: Any) -> Any:
+        if threading.get_ident() != self.thread:
+            return None
+        frame = sys._getframe(1)
+        if code in self._library_codes:
+            self._leave(frame, library=True)
+        elif frame in self._lines:
+            self._leave(frame, library=False)
+        return None
 
     # --- trace functions -------------------------------------------------------
     def _global(self, frame: FrameType, event: str, arg: Any) -> Any:

@@ -118,6 +118,7 @@ class Watch:
         self.unnamed = [r for r in reads if not r.names]
         self.freed = False
         self._cursor = 0
+        self._explained: set[int] = set()  # rebinding the replay guards reported: not a move, ever
         self._keep = [weakref.ref(t, self._on_free) for t in (r.ref() for r in self.unnamed) if t is not None]
 
     def _on_free(self, _ref: Any) -> None:
@@ -135,8 +136,9 @@ class Watch:
             start = self._cursor
             reads = self.named + self.unnamed[start:start + self.SAMPLE]
             self._cursor = start + self.SAMPLE if start + self.SAMPLE < len(self.unnamed) else 0
+        self._explained |= explained
         before = len(recorder.observations)
-        check(reads, recorder, frame, graph_label, explained)
+        check(reads, recorder, frame, graph_label, self._explained)
         if len(recorder.observations) != before:  # report each loss once
             self.named = [r for r in self.named if r.ref() is not None]
             self.unnamed = [r for r in self.unnamed if r.ref() is not None]
