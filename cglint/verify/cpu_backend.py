@@ -24,7 +24,7 @@ SCRIPT_NOTE = (
     "events, generators and graphs run on the CPU). Each captured region ran once on the CPU under the "
     "tracer (syncing operators, host calls, host RNG, data-dependent branches), and each replay() checked "
     "the Python values the capture read and the parameters and buffers it used (replay guards), computing "
-    "nothing. Not checked: real capture errors, replay results, static inputs rebound or freed before a "
+    "nothing; not checked: real capture errors, replay results, static inputs rebound or freed before a "
     "replay, pool memory and timing. Run on a GPU machine for those."
 )
 

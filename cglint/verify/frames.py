@@ -18,7 +18,8 @@ from typing import Optional
 
 # Test and tooling packages count as library too: hypothesis times garbage collections
 # from a gc callback, which can fire during a capture and looked like a user's timer call.
-_LIBRARY_PACKAGES = ("torch", "triton", "functorch", "numpy", "_pytest", "pytest", "pluggy", "hypothesis", "coverage")
+_LIBRARY_PACKAGES = ("torch", "triton", "functorch", "numpy", "_pytest", "pytest", "pluggy", "hypothesis", "coverage",
+                     "libcst", "rich")  # cglint's own dependencies, wherever they are installed
 
 
 def _roots_of(paths) -> tuple[str, ...]:

@@ -370,8 +370,11 @@ class Collector:
         if user is None:
             user = frames.is_user_code(code)
         if user:
-            if code.co_name != "<module>" and not code.co_filename.startswith("<"):  # not imports, not exec'd code
-                self._follow(code)
+            if not monitor.followed(code):
+                return sys.monitoring.DISABLE
+            if monitor.importing(sys._getframe(1)):
+                return None  # module code run by an import is not the region's work; ask again after it
+            self._follow(code)
         elif code.co_name == "forward" and code.co_varnames[:1] == ("self",) and code not in self._codes:
             self._library_codes.add(code)
             self._codes.add(code)

@@ -66,7 +66,9 @@ class HostTracer:
             if self._tool is not None:
                 frame = sys._getframe(1)
                 while frame is not None:  # the capture site's frame and those around it are running already
-                    self._on_start(frame.f_code, 0)
+                    if monitor.followed(frame.f_code) and frame.f_code not in self._codes:
+                        self._codes.add(frame.f_code)
+                        sys.monitoring.set_local_events(self._tool, frame.f_code, sys.monitoring.events.CALL)
                     frame = frame.f_back
                 return
         self._tool = None
@@ -91,10 +93,13 @@ class HostTracer:
 
     # --- sys.monitoring (3.12+): calls made by user code only ---------------------
     def _on_start(self, code: CodeType, offset: int) -> Any:
-        if code.co_name != "<module>" and frames.is_user_code(code) and code not in self._codes:
-            self._codes.add(code)
-            sys.monitoring.set_local_events(self._tool, code, sys.monitoring.events.CALL)
-        return sys.monitoring.DISABLE  # once per code object: its calls are now events, or never
+        if code in self._codes or not monitor.followed(code):
+            return sys.monitoring.DISABLE  # once per code object: its calls are now events, or never
+        if monitor.importing(sys._getframe(1)):
+            return None  # module code run by an import is not the region's work; ask again after it
+        self._codes.add(code)
+        sys.monitoring.set_local_events(self._tool, code, sys.monitoring.events.CALL)
+        return sys.monitoring.DISABLE
 
     def _on_call(self, code: CodeType, offset: int, fn: Any, arg0: Any) -> Any:
         if threading.get_ident() != self.inst.thread:

@@ -11,11 +11,25 @@ collector each hold a tool id while a capture is instrumented.
 from __future__ import annotations
 
 import sys
+from inspect import CO_OPTIMIZED
 from typing import Any, Callable, Iterable, Optional
+
+from cglint.verify import frames
 
 AVAILABLE = sys.version_info >= (3, 12) and hasattr(sys, "monitoring")
 # Ids no one else claims by convention (0 is the debugger's, 1 coverage's, 2 profilers').
 _FREE_IDS = (3, 4, 5)
+
+
+def followed(code: Any) -> bool:
+    """A function of the user's (not module or class-body code, not code made by exec, not a library's)."""
+    return bool(code.co_flags & CO_OPTIMIZED) and not code.co_filename.startswith("<") and frames.is_user_code(code)
+
+
+def importing(frame: Any) -> bool:
+    """Whether `frame` runs while its module is being imported (a lazy import inside the capture)."""
+    spec = frame.f_globals.get("__spec__")
+    return bool(getattr(spec, "_initializing", False))
 
 
 def events() -> Any:

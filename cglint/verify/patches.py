@@ -16,6 +16,7 @@ from typing import Any, Callable
 import torch
 
 from cglint.verify import errors, frames, guards, liveness, synchooks
+from cglint.verify import rule_codes as rc
 from cglint.verify.capture import (BUILT_AT, CaptureMonitor, pool_bytes, record_failed_call, region_kind,
                                    release_pool, reset_after_failure)
 from cglint.verify.recorder import Recorder
@@ -59,6 +60,7 @@ def install(session: Session) -> None:
             self._cglint_monitor = monitor
             session.recorders.append(monitor.recorder)
             session.open[id(self)] = lambda exc: _abandon(self, monitor, exc, original_end)
+            session.changed()  # a process that dies inside the capture still reports it, as failed
             monitor.start()
         return wrapper
 
@@ -168,8 +170,12 @@ def install(session: Session) -> None:
 
 
 def _prewarm() -> None:
-    """The first use of the torch modes imports and initialises a lot; do it before any capture is timed."""
+    """The first use of the torch modes imports and initialises a lot, and so does the first finding's
+    message (the rule catalogue imports every rule and libcst): do both before any capture."""
     from cglint.verify.instrument import Instrumentation
+    from cglint.verify.rule_metadata import message
+
+    message(rc.CAPTURE_FAILED, "")
 
     with Instrumentation(Recorder(), gpu=True, host=False):
         torch.ones(1).add(1)
