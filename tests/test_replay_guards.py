@@ -7,6 +7,7 @@ is the finding's related location where the verifier can see it.
 """
 from __future__ import annotations
 
+import inspect
 import json
 import textwrap
 
@@ -441,3 +442,82 @@ def test_the_bytecode_says_what_consumes_each_read():
         "self.every": "branch", "len": "branch", "len(self.buf)": "branch", "self.cache": "value",
         "self.pos": "slice", "kv.shape[0]": "slice", "self.flag": "branch", "self.gain": "value", "LIMIT": "value",
     }
+
+
+class AnnealedSampler(torch.nn.Module):
+    """A sampler whose temperature is annealed on every call: eager calls between replays move it."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+        self.temperature = 1.0
+
+    def forward(self, logits):
+        self.calls += 1
+        self.temperature = 1.0 + 0.5 * self.calls
+        return torch.softmax(logits / self.temperature, dim=-1)  # read: the capture freezes it
+
+
+class FrozenReplay:
+    """A stand-in for the CUDA graph of AnnealedSampler: each replay computes what was captured,
+    the softmax at the temperature of the capture."""
+
+    def __init__(self, static_x, static_out, temperature):
+        self.static_x, self.static_out, self.temperature = static_x, static_out, temperature
+
+    def replay(self):
+        self.static_out.copy_(torch.softmax(self.static_x / self.temperature, dim=-1))
+
+
+def test_a_divergence_names_the_guarded_value_that_explains_it():
+    """The API's replay-against-eager comparison: the CG690 finding says which value the capture
+    froze changed, with both values and the line that read it (a related location)."""
+    from cglint.findings import Region
+    from cglint.verify import frames, gpu_backend
+    from cglint.verify.instrument import Instrumentation
+    from cglint.verify.recorder import Recorder
+    from cglint.verify.result import VerifyReport
+
+    sampler = AnnealedSampler()
+    static = (torch.randn(4, 16),)
+    recorder = Recorder(Region("tests/test_replay_guards.py", 1, "cglint.verify"), stop=None)
+    inst = Instrumentation(Recorder(recorder.region, phase="capture"), gpu=False, guard_reads=True)
+    with inst:
+        static_out = sampler(*static)
+    graph = FrozenReplay(static[0], static_out, sampler.temperature)
+    report = VerifyReport(mode="gpu")
+    gpu_backend._replay_against_eager(sampler, static, None, graph, static, static_out, recorder, report,
+                                      replays=3, rtol=1e-4, atol=1e-5, guarded=inst.guards)
+
+    lines, start = inspect.getsourcelines(AnnealedSampler.forward)
+    calls_line, read_line = (start + next(i for i, text in enumerate(lines) if marker in text)
+                             for marker in ("0.5 * self.calls", "# read:"))
+    here = frames.display_path(__file__)
+    findings = recorder.findings()
+    assert {(f.code, f.line) for f in findings} == {("CG601", calls_line), ("CG601", read_line),
+                                                    ("CG690", start)}
+    (divergence,) = (f for f in findings if f.code == "CG690")
+    assert ("explained by what the capture froze: "
+            f"`self.calls` (1 at capture, 3 now; read at {here}:{calls_line}), "
+            f"`self.temperature` (1.5 at capture, 2.5 now; read at {here}:{read_line})") in divergence.message
+    assert [(r.path, r.line, r.message) for r in divergence.related] == [
+        (here, calls_line, "`self.calls` is read here: 1 at capture, 3 now"),
+        (here, read_line, "`self.temperature` is read here: 1.5 at capture, 2.5 now")]
+
+
+def test_a_divergence_with_no_changed_guard_points_at_the_suspects():
+    """Without a changed guard the finding keeps pointing at the hazards the capture recorded."""
+    from cglint.findings import Region
+    from cglint.verify import gpu_backend
+    from cglint.verify.recorder import Recorder
+    from cglint.verify.result import VerifyReport
+
+    sampler = AnnealedSampler()
+    static = (torch.randn(4, 16),)
+    static_out = sampler(*static)
+    graph = FrozenReplay(static[0], static_out, 1.0)  # replays something else: no guard explains it
+    recorder = Recorder(Region("tests/test_replay_guards.py", 1, "cglint.verify"), stop=None)
+    gpu_backend._replay_against_eager(sampler, static, None, graph, static, static_out, recorder,
+                                      VerifyReport(mode="gpu"), replays=2, rtol=1e-4, atol=1e-5, guarded=None)
+    (divergence,) = recorder.findings()
+    assert divergence.code == "CG690" and "explained by" not in divergence.message and not divergence.related

@@ -105,7 +105,67 @@ graphed = torch.cuda.make_graphed_callables(model, (x,))
 y = graphed(x)
 '''
 
+# A policy's exploration noise drawn on the default device: torch.randn without device= draws on
+# CUDA there (no CG303), as it would on a GPU; a host random number is still the hazard it is.
+DEFAULT_DEVICE = '''
+import random
+import torch
+
+torch.set_default_device("cuda")
+policy = torch.nn.Linear(32, 4)
+obs = torch.randn(8, 32)
+
+def act():
+    logits = policy(obs)
+    NOISE
+    return (logits + noise).argmax(-1)
+
+side = torch.cuda.Stream()
+side.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(side):
+    act()
+torch.cuda.current_stream().wait_stream(side)
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    action = act()
+for _ in range(4):
+    obs.copy_(torch.randn(8, 32))
+    g.replay()
+'''
+
+DEVICE_CONTEXT = '''
+import random
+import torch
+
+class Sampler(torch.nn.Module):
+    def __init__(self, vocab):
+        super().__init__()
+        self.vocab = vocab
+
+    def forward(self, logits):
+        NOISE
+        return (logits + gumbel).argmax(-1)
+
+with torch.device("cuda"):
+    sampler = Sampler(100)
+    logits = torch.randn(4, 100)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        sampler(logits)
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        tokens = sampler(logits)
+    g.replay()
+'''
+
 SCRIPTS = {
+    "default device": (DEFAULT_DEVICE, "NOISE", "noise = torch.full((8, 4), random.gauss(0.0, 0.1))  # expect: CG301",
+                       "noise = 0.1 * torch.randn(8, 4)"),
+    "device context": (DEVICE_CONTEXT, "NOISE",
+                       "gumbel = torch.full((4, self.vocab), random.random()).log().neg()  # expect: CG301",
+                       "gumbel = -torch.log(-torch.log(torch.rand(4, self.vocab)))"),
     "training step": (TRAIN_STEP, "LOG", "losses.append(loss.item())  # expect: CG101, CG504", "loss = loss.detach()"),
     "decode loop": (DECODE_LOOP, "SCALE", "scale = temperature * random.uniform(0.9, 1.1)  # expect: CG301", "scale = temperature"),
     "gated module": (GATED_MODULE, "BRANCH", "if h.mean() > 0:  # expect: CG201\n            h = torch.relu(h)",
@@ -113,6 +173,8 @@ SCRIPTS = {
 }
 # Each script's capture: (kind, status, replays); a call of a graphed callable is a replay.
 CAPTURES = {
+    "default device": ("torch.cuda.graph", "ok", 4),
+    "device context": ("torch.cuda.graph", "ok", 1),
     "training step": ("torch.cuda.graph", "ok", 5),
     "decode loop": ("capture_begin", "ok", 8),
     "gated module": ("make_graphed_callables", "ok", 1),
@@ -148,3 +210,40 @@ def test_clean_twin_of_a_cuda_script_has_no_false_alarm(tmp_path, name):
     assert report["run"]["completed"] and report["run"]["error"] is None, done.stderr
     assert {(f["code"], f["line"]) for f in report["findings"]} == expected_markers(text)
     assert [(c["kind"], c["status"], c["replays"]) for c in report["captures"]] == [CAPTURES[name]]
+
+
+# What the CPU mode's note says it checks on replay: the values the capture read, and the parameters
+# it used, on a script that says "cuda" throughout.
+REPLAYED_ON_THE_CPU = '''
+import torch
+
+class Head(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(16, 16)
+        self.temperature = 1.0
+
+    def forward(self, x):
+        return torch.softmax(self.proj(x) / self.temperature, dim=-1)  # expect: CG601
+
+head = Head().to(device="cuda")
+x = torch.randn(4, 16, device="cuda")
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    y = head(x)
+for t in (1.0, 0.5):
+    head.temperature = t
+    g.replay()
+head.proj.weight = torch.nn.Parameter(torch.zeros(16, 16, device="cuda"))  # expect: CG401
+g.replay()
+'''
+
+
+def test_the_cpu_mode_checks_replays_as_its_note_says(tmp_path):
+    text = textwrap.dedent(REPLAYED_ON_THE_CPU)
+    done, report = verify(tmp_path, text)
+    assert report["mode"] == "cpu" and report["run"]["completed"], done.stderr
+    assert {(f["code"], f["line"]) for f in report["findings"]} == expected_markers(text)
+    (note,) = [n for n in report["notes"] if "CUDA emulated on the CPU" in n]
+    assert "each replay() checked the Python values the capture read and the parameters" in note
+    assert [c["status"] for c in report["captures"]] == ["ok"] and report["captures"][0]["replays"] == 3

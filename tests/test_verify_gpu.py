@@ -107,6 +107,29 @@ def test_frozen_host_random_number_diverges_on_replay():
     assert set(report.divergence) == {"output"}
 
 
+class AnnealedSampler(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+        self.temperature = 1.0
+
+    def forward(self, logits):
+        self.calls += 1
+        self.temperature = 1.0 + 0.5 * self.calls  # expect: CG601
+        return torch.softmax(logits / self.temperature, dim=-1)  # expect: CG601
+
+
+def test_a_divergence_names_the_guarded_values_that_changed():
+    report = verify(AnnealedSampler(), (cuda(4, 16),), timing=False)
+    defined = inspect.getsourcelines(AnnealedSampler.forward)[1]
+    assert found(report) == markers_of(AnnealedSampler) | {("CG690", defined)}, report.summary()
+    (divergence,) = (f for f in report.findings if f.code == "CG690")
+    read = max(line for _, line in markers_of(AnnealedSampler))
+    assert f"`self.temperature` (3.0 at capture, " in divergence.message, divergence.message
+    assert f"read at {HERE}:{read})" in divergence.message, divergence.message
+    assert (HERE, read) in {(r.path, r.line) for r in divergence.related}
+
+
 def test_cpu_rng_moved_to_the_device():
     report = verify(cpu_rng_step, (cuda(2),))
     assert found(report) == markers_of(cpu_rng_step), report.summary()
@@ -311,7 +334,7 @@ import os
 import torch
 
 model = torch.nn.Linear(16, 16).cuda()
-opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)  # expect: CG905
 x = torch.randn(4, 16, device="cuda")
 side = torch.cuda.Stream()
 side.wait_stream(torch.cuda.current_stream())

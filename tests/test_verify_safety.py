@@ -101,7 +101,7 @@ def test_script_that_does_not_parse(tmp_path, monkeypatch, capsys):
 def test_no_gpu_is_said_clearly(tmp_path, monkeypatch, capsys):
     code, out, err = verify_in_process(tmp_path, monkeypatch, capsys, script("pass"), fmt="text")
     assert code == 1 and "CG101" in out
-    assert "CPU trace mode" in err and "not checked: real capture errors, replays" in err
+    assert "CPU trace mode" in err and "not checked: real capture errors, replay results" in err
     assert "Run on a GPU machine" in err
 
 

@@ -12,6 +12,7 @@ from typing import Any, Callable, Optional
 
 from cglint.findings import Region
 from cglint.verify import backend, frames
+from cglint.verify import rule_codes as rc
 from cglint.verify.result import VerifyReport
 
 
@@ -38,6 +39,9 @@ def verify(
 
     from cglint.verify import inputs
     from cglint.verify.recorder import Recorder
+    from cglint.verify.rule_metadata import message
+
+    message(rc.CAPTURE_FAILED, "")  # the rule catalogue imports libcst: before any traced pass, not in one
 
     options = backend.Options(replays=replays, rtol=rtol, atol=atol, warmup=warmup, timing=timing,
                               timing_iters=timing_iters, measure_overhead=measure_overhead)

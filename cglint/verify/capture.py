@@ -117,6 +117,8 @@ def record_error(recorder: Recorder, exc: BaseException) -> Optional[Observation
     else:
         where, frame = raised
         trace = tuple(w.label() for w in frames.user_stack(frame, recorder.stop))
+    if code == rc.OPTIMIZER_NOT_CAPTURABLE:
+        _blame_optimizer_build(recorder, exc, where, text)
     same_line = [o for o in recorder.at_line(where) if not o.weak]
     for obs in same_line:
         obs.add(f"capture failed here: {text}")
@@ -127,6 +129,27 @@ def record_error(recorder: Recorder, exc: BaseException) -> Optional[Observation
     else:
         what = meaning
     return recorder.observe_at(code, what, where, trace, evidence=f"capture failed here: {text}")
+
+
+# Where each optimizer of a verified run was built (set by the session patches on Optimizer.__init__).
+BUILT_AT = "_cglint_built_at"
+
+
+def _blame_optimizer_build(recorder: Recorder, exc: BaseException, step: frames.Where, text: str) -> None:
+    """A non-capturable optimizer stepped in the capture: the fix is where it was built, so that
+    line is a finding too."""
+    tb = exc.__traceback__
+    while tb is not None:
+        owner = tb.tb_frame.f_locals.get("self")
+        built = getattr(owner, BUILT_AT, None) if isinstance(owner, torch.optim.Optimizer) else None
+        if built is not None:
+            recorder.observe_at(
+                rc.OPTIMIZER_NOT_CAPTURABLE,
+                f"`{type(owner).__name__}` is built here without capturable=True and its step() at "
+                f"{frames.display_path(step.path)}:{step.line} is captured; PyTorch refuses to capture it",
+                built, (), evidence=f"capture failed at its step(): {text}")
+            return
+        tb = tb.tb_next
 
 
 def record_failed_call(session: Any, exc: BaseException, kind: str) -> None:

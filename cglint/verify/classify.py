@@ -122,11 +122,40 @@ def classify_call(name: str, args: tuple, kwargs: dict, *, gpu: bool, frame: Opt
         if (gpu and target == "cuda") or (not gpu and kwargs["device"] != "cpu"):
             return CALLS.from_host_data.code, f"`torch.{name}(host data, device=...)` copies host data to the device"
         return None
-    if name in CALLS.random_factories.names and not gpu and "device" not in kwargs:
+    if name in CALLS.random_factories.names and not gpu and "device" not in kwargs and default_device_type() == "cpu":
         return CALLS.random_factories.code, f"`torch.{name}` without device= draws from the CPU generator"
     if name in CALLS.inplace_random.names and gpu and _is_tensor(self) and self.device.type == "cpu":
         return CALLS.inplace_random.code, f"`.{name}()` on a host tensor draws from the CPU generator"
     return None
+
+
+# Every name classify_call can report (given no generator= or pin_memory= argument): the
+# torch-function hook passes any other call straight through, which is most of them.
+CALL_NAMES = frozenset({"__bool__", "to", "cuda", "where", "repeat_interleave", "__getitem__", "__setitem__",
+                        "pin_memory"}).union(*(t.names for t in (
+                            CALLS.scalar_reads, CALLS.host_copies, CALLS.data_dependent_size, CALLS.unique,
+                            CALLS.formatting, CALLS.resize, CALLS.from_host_data, CALLS.random_factories,
+                            CALLS.inplace_random)))
+CALL_KWARGS = frozenset({"generator", "pin_memory"})
+
+
+def default_device_type() -> str:
+    """The device a factory call without device= allocates on: `with torch.device("cuda"):` and
+    torch.set_default_device("cuda") make it CUDA (on the CPU trace, where every tensor is on the
+    CPU, only these say where the script meant its random tensors to be drawn)."""
+    from torch.overrides import _get_current_function_mode_stack
+    from torch.utils._device import DeviceContext
+
+    context = next((m for m in reversed(_get_current_function_mode_stack()) if isinstance(m, DeviceContext)), None)
+    if context is None:
+        context = getattr(getattr(torch, "_GLOBAL_DEVICE_CONTEXT", None), "device_context", None)
+    if context is None:
+        return "cpu"
+    return "cuda" if getattr(context, EMULATED_CUDA, False) else torch.device(context.device).type
+
+
+# Set on a DeviceContext whose device the script named "cuda" and the CPU emulation made the CPU.
+EMULATED_CUDA = "_cglint_emulated_cuda"
 
 
 def random_result_on_host(name: str, result: Any) -> Hit:
@@ -144,6 +173,10 @@ _OP_CODES = {name: table for table in _OP_TABLES for name in table.names}
 def op_name(func: Any) -> str:
     """'nonzero' for aten.nonzero.default."""
     return func._schema.name.split("::")[-1] if hasattr(func, "_schema") else str(func)
+
+
+# Every operator name classify_op can report.
+OP_NAMES = frozenset(_OP_CODES).union({"repeat_interleave", "_to_copy", "copy_"}, OPS.mask_indexing.names)
 
 
 def classify_op(func: Any, args: tuple, kwargs: dict, *, gpu: bool) -> Hit:

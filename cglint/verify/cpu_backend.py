@@ -1,5 +1,5 @@
-"""The CPU backend: traced eager passes of a function, and for scripts the torch.cuda
-stand-ins of cpushims. No capture happens, so the report lists what needed a GPU."""
+"""The CPU backend: traced eager passes of a function, and for scripts the emulated CUDA of
+cpushims. No real capture happens, so the report lists what needed a GPU."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Optional
@@ -22,8 +22,10 @@ NOT_CHECKED = (
 SCRIPT_NOTE = (
     "no CUDA device: CPU trace mode with CUDA emulated on the CPU (\"cuda\" devices, .cuda(), streams, "
     "events, generators and graphs run on the CPU). Each captured region ran once on the CPU under the "
-    "tracer (syncing operators, host calls, host RNG, data-dependent branches); not checked: real capture "
-    "errors, replays, tensors rebound before replay, pool memory and timing. Run on a GPU machine for those."
+    "tracer (syncing operators, host calls, host RNG, data-dependent branches), and each replay() checked "
+    "the Python values the capture read and the parameters and buffers it used (replay guards), computing "
+    "nothing; not checked: real capture errors, replay results, static inputs rebound or freed before a "
+    "replay, pool memory and timing. Run on a GPU machine for those."
 )
 
 

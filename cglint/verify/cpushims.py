@@ -1,10 +1,11 @@
-"""CPU trace mode for scripts: stand-ins for the torch.cuda API a capturing script calls.
+"""CPU trace mode for scripts: CUDA emulated on the CPU.
 
-With no CUDA, torch.cuda.graph, CUDAGraph and streams cannot even be constructed. The
-stand-ins let a script that picks its device at run time go through its capture code on
-the CPU: the body of every "capture" runs once under the same instrumentation as a real
-capture, replay() does nothing, and streams, events and synchronize are no-ops that still
-record CG104 inside a region.
+With no CUDA, torch.cuda.graph, CUDAGraph and streams cannot even be constructed, and code
+that says "cuda" stops at its first tensor. Here "cuda" devices become the CPU (EmulatedCuda)
+and the torch.cuda API a capturing script calls has stand-ins, so a script written for CUDA
+runs its capture code: the body of every "capture" runs once under the same instrumentation
+as a real capture, replay() checks the capture's replay guards and computes nothing, and
+streams, events and synchronize are no-ops that still record CG104 inside a region.
 """
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ from typing import Any, Optional
 
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils._device import DeviceContext
 
 from cglint.findings import Region
 from cglint.verify import errors, frames, guards, synchooks
+from cglint.verify.classify import EMULATED_CUDA
 from cglint.verify.instrument import Instrumentation
 from cglint.verify.recorder import Recorder
 from cglint.verify.session import GraphInfo, Session
@@ -34,6 +37,7 @@ class _Trace:
         where = frames.where(site) if site else None
         region = Region(frames.display_path(where.path), where.line, kind) if where else None
         self.session, self.kind = session, kind
+        self.info: Optional[GraphInfo] = None  # once the capture ended
         self.site = f"{region.path}:{region.line} ({kind})" if region else "?"
         recorder = Recorder(region, stop=site, phase="CPU trace")
         session.recorders.append(recorder)
@@ -51,23 +55,23 @@ class _Trace:
         _depth[0] -= 1
         self.session.open.pop(id(self), None)
         error = None if exc is None else errors.first_line(exc)
-        self.session.add_graph(GraphInfo(self.site, self.kind, exc is None, time.perf_counter() - self.started,
-                                         error=error))
+        self.info = GraphInfo(self.site, self.kind, exc is None, time.perf_counter() - self.started, error=error)
+        self.session.add_graph(self.info)
 
 
 def _start(session: Session, kind: str, graph: Any = None) -> _Trace:
     return _Trace(session, kind, graph)
 
 
-def _counting_replays(graphed: Any, session: Session, site: str) -> Any:
+def _counting_replays(graphed: Any, session: Session, trace: "_Trace") -> Any:
     """A graphed callable whose calls count as replays of its capture, as torch's replay the
     graph on each call (a module only in the training mode it was captured in)."""
     if isinstance(graphed, torch.nn.Module):
         forward, training = graphed.forward, graphed.training
 
         def counted_forward(*args: Any, **kwargs: Any) -> Any:
-            if graphed.training == training:
-                session.replayed(site)
+            if graphed.training == training and trace.info is not None:
+                session.replayed_graph(trace.info)
             return forward(*args, **kwargs)
 
         graphed.forward = counted_forward
@@ -75,7 +79,8 @@ def _counting_replays(graphed: Any, session: Session, site: str) -> Any:
 
     @functools.wraps(graphed)
     def counted(*args: Any, **kwargs: Any) -> Any:
-        session.replayed(site)
+        if trace.info is not None:
+            session.replayed_graph(trace.info)
         return graphed(*args, **kwargs)
 
     return counted
@@ -122,6 +127,24 @@ def _on_cpu(value: Any) -> Any:
     return torch.device("cpu") if _is_cuda(value) else value
 
 
+# The devices the emulation made the CPU where the script said "cuda" (torch.device objects are
+# distinct, so identity tells them apart); newest last, a bounded number.
+_meant_cuda: dict[int, Any] = {}
+_MEANT_CUDA_KEPT = 4096
+
+
+def _remember_cuda(device: Any) -> Any:
+    _meant_cuda[id(device)] = device
+    if len(_meant_cuda) > _MEANT_CUDA_KEPT:
+        del _meant_cuda[next(iter(_meant_cuda))]
+    return device
+
+
+def meant_cuda(device: Any) -> bool:
+    """Whether the script named this device "cuda" (before the emulation made it the CPU)."""
+    return _is_cuda(device) or _meant_cuda.get(id(device)) is device
+
+
 class EmulatedCuda(TorchFunctionMode):
     """Runs code written for CUDA on the CPU: every "cuda" device a torch call names becomes
     the CPU (factories, .to(), .cuda(), `with torch.device("cuda")`), host pinning is a no-op.
@@ -130,6 +153,8 @@ class EmulatedCuda(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
         name = getattr(func, "__name__", "")
+        if func is torch.device and args and _is_cuda(args[0]):
+            return _remember_cuda(torch.device("cpu"))
         if name == "cuda" and args and isinstance(args[0], (torch.Tensor, torch.nn.Module)):
             return args[0]
         if name in ("pin_memory", "is_pinned") and args and isinstance(args[0], torch.Tensor):
@@ -191,8 +216,8 @@ def install(session: Session) -> None:
             _stop(self._inst)
 
         def replay(self) -> None:
-            if self._inst is not None:
-                session.replayed(self._inst.site)
+            if self._inst is not None and self._inst.info is not None:
+                session.replayed_graph(self._inst.info)
             guards.check_replay(self._inst.inst if self._inst is not None else None, session)
 
         def reset(self) -> None: ...
@@ -227,7 +252,7 @@ def install(session: Session) -> None:
                 _stop(trace, exc)
                 raise
             _stop(trace)
-            graphed.append(_counting_replays(guards.graphed(fn, trace.inst, session), session, trace.site))
+            graphed.append(_counting_replays(guards.graphed(fn, trace.inst, session), session, trace))
         return graphed[0] if single else tuple(graphed)
 
     def stream_ctx(stream: Any = None) -> Any:
@@ -250,6 +275,15 @@ def install(session: Session) -> None:
         for name, value in table.items():
             _saved.append((owner, name, getattr(owner, name, None)))
             setattr(owner, name, value)
+    context_cls = DeviceContext
+    original_init = context_cls.__init__
+
+    def context_init(self: Any, device: Any) -> None:  # set_default_device("cuda"), `with torch.device("cuda")`
+        original_init(self, device)
+        setattr(self, EMULATED_CUDA, meant_cuda(device))
+
+    _saved.append((context_cls, "__init__", original_init))
+    context_cls.__init__ = context_init
     mode = EmulatedCuda()
     mode.__enter__()
     _mode.append(mode)

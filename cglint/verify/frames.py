@@ -18,7 +18,8 @@ from typing import Optional
 
 # Test and tooling packages count as library too: hypothesis times garbage collections
 # from a gc callback, which can fire during a capture and looked like a user's timer call.
-_LIBRARY_PACKAGES = ("torch", "triton", "functorch", "numpy", "_pytest", "pytest", "pluggy", "hypothesis", "coverage")
+_LIBRARY_PACKAGES = ("torch", "triton", "functorch", "numpy", "_pytest", "pytest", "pluggy", "hypothesis", "coverage",
+                     "libcst", "rich")  # cglint's own dependencies, wherever they are installed
 
 
 def _roots_of(paths) -> tuple[str, ...]:
@@ -41,13 +42,21 @@ def _library_roots() -> tuple[tuple[str, ...], tuple[str, ...]]:
 _packages: tuple[str, ...] = ()
 _stdlib: tuple[str, ...] = ()
 _verdicts: dict[CodeType, bool] = {}
+verdicts = _verdicts  # read-only for others: the hot paths of the tracers look codes up here directly
 _THIRD_PARTY = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
 
 
+_loaded: tuple = ()  # the library packages' files when the folders were last computed
+
+
 def refresh() -> None:
-    """Recompute the library folders (after torch or numpy got imported)."""
-    global _packages, _stdlib
+    """Recompute the library folders when a library package got imported since (torch, numpy)."""
+    global _packages, _stdlib, _loaded
+    loaded = tuple(getattr(sys.modules.get(name), "__file__", None) for name in _LIBRARY_PACKAGES)
+    if loaded == _loaded and _packages:
+        return  # every capture starts with a refresh: keep the verdicts of the code seen so far
     _packages, _stdlib = _library_roots()
+    _loaded = loaded
     _verdicts.clear()
 
 
@@ -105,8 +114,13 @@ class Where:
 
 def display_path(path: str) -> str:
     """Relative to the working directory when below it, as the static checker prints paths."""
+    return _display_path(path, os.getcwd())
+
+
+@lru_cache(maxsize=4096)
+def _display_path(path: str, cwd: str) -> str:  # a capture names the same few files hundreds of times
     try:
-        rel = os.path.relpath(path)
+        rel = os.path.relpath(path, cwd)
     except ValueError:
         return path
     return path if rel.startswith("..") else rel
@@ -120,10 +134,14 @@ def _positions(code: CodeType) -> list:
 
 def where(frame: FrameType, lasti: Optional[int] = None, line: Optional[int] = None) -> Where:
     """The position of `frame` (or of a traceback entry's lasti and line in it)."""
-    line = line or frame.f_lineno or frame.f_code.co_firstlineno
-    lasti = frame.f_lasti if lasti is None else lasti
+    return position(frame.f_code, line or frame.f_lineno or frame.f_code.co_firstlineno,
+                    frame.f_lasti if lasti is None else lasti)
+
+
+def position(code: CodeType, line: int, lasti: int) -> Where:
+    """The position of instruction `lasti` of `code`, on `line`."""
     col, end_line, end_col = 1, line, 0
-    positions = _positions(frame.f_code)
+    positions = _positions(code)
     if positions and lasti >= 0:
         try:
             start, stop, c0, c1 = positions[lasti // 2]
@@ -131,19 +149,31 @@ def where(frame: FrameType, lasti: Optional[int] = None, line: Optional[int] = N
             start = None
         if start == line and c0 is not None:
             col, end_line, end_col = c0 + 1, stop or line, (c1 or c0) + 1
-    return Where(frame.f_code.co_filename, line, col, end_line, end_col, frame.f_code.co_name)
+    return Where(code.co_filename, line, col, end_line, end_col, code.co_name)
 
 
 def user_stack(frame: Optional[FrameType], stop: Optional[FrameType] = None) -> list[Where]:
     """User frames from `frame` outwards up to and including `stop`, outermost first."""
-    found: list[Where] = []
+    return resolve(stack_positions(frame, stop))
+
+
+Position = tuple[CodeType, int, int]  # (code, line, lasti): a frame's place, kept after the frame is gone
+
+
+def stack_positions(frame: Optional[FrameType], stop: Optional[FrameType] = None) -> tuple[Position, ...]:
+    """What user_stack shows, unresolved: cheap to take for something that may never be reported."""
+    found: list[Position] = []
     while frame is not None:
         if is_user_code(frame.f_code):
-            found.append(where(frame))
+            found.append((frame.f_code, frame.f_lineno or frame.f_code.co_firstlineno, frame.f_lasti))
         if frame is stop:
             break
         frame = frame.f_back
-    return found[::-1]
+    return tuple(found[::-1])
+
+
+def resolve(stack: tuple[Position, ...]) -> list[Where]:
+    return [position(code, line, lasti) for code, line, lasti in stack]
 
 
 refresh()

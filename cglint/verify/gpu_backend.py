@@ -12,7 +12,7 @@ from cglint.verify import compiled, errors, frames, guards, inputs, patches
 from cglint.verify import rule_codes as rc
 from cglint.verify.capture import CaptureMonitor, pool_bytes, reset_after_failure
 from cglint.verify.compare import diverges
-from cglint.verify.recorder import Recorder
+from cglint.verify.recorder import Observation, Recorder
 from cglint.verify.result import VerifyReport
 from cglint.verify.rule_metadata import message, meta
 from cglint.verify.session import Session
@@ -155,10 +155,15 @@ def _replay_against_eager(fn, sample, make_inputs, graph, static, static_out, re
     report.divergence = worst
     if worst:
         shown = ", ".join(f"{k} max |replay - eager| = {v:.3g}" for k, v in worst.items())
+        explained, related = guards.explanation(guarded.changed.values() if guarded is not None else ())
         suspects = [o.finding() for o in recorder.observations.values()
                     if meta(o.code).category in _DIVERGENCE_SUSPECTS]
-        hint = "; look at " + ", ".join(f"{f.code} {f.path}:{f.line}" for f in suspects[:3]) if suspects else ""
-        observe_fn(recorder, fn, rc.REPLAY_DIVERGES, f"{shown} over {replays} fresh inputs{hint}", "replayed against eager")
+        hint = explained or ("; look at " + ", ".join(f"{f.code} {f.path}:{f.line}" for f in suspects[:3])
+                             if suspects else "")
+        obs = observe_fn(recorder, fn, rc.REPLAY_DIVERGES, f"{shown} over {replays} fresh inputs{hint}",
+                         "replayed against eager")
+        for place in related if obs is not None else ():
+            obs.relate(place)
 
 
 def _timing(fn, sample, make_inputs, graph, static, recorder, report, iters: int) -> None:
@@ -181,10 +186,11 @@ def fn_where(fn: Callable) -> Optional[frames.Where]:
     return frames.Where(code.co_filename, code.co_firstlineno, 1, code.co_firstlineno, 0, code.co_name)
 
 
-def observe_fn(recorder: Recorder, fn: Callable, code: str, what: str, evidence: str) -> None:
+def observe_fn(recorder: Recorder, fn: Callable, code: str, what: str, evidence: str) -> Optional[Observation]:
     where = fn_where(fn)
-    if where is not None:
-        recorder.observe_at(code, message(code, what), where, (where.label(),), evidence=evidence)
+    if where is None:
+        return None
+    return recorder.observe_at(code, message(code, what), where, (where.label(),), evidence=evidence)
 
 
 def timed_ms(call: Callable[[], Any], iters: int) -> float:

@@ -38,6 +38,7 @@ import functools
 import gc
 import operator
 import sys
+import threading
 import weakref
 from collections import deque
 from dataclasses import dataclass
@@ -47,7 +48,7 @@ from typing import Any, Callable, Iterable, Optional
 import torch
 
 from cglint.findings import Related
-from cglint.verify import frames, readplan
+from cglint.verify import frames, monitor, readplan, torchmodes
 from cglint.verify import rule_codes as rc
 from cglint.verify.recorder import Recorder
 
@@ -58,6 +59,7 @@ _CODES = {readplan.VALUE: rc.code_of("frozen-host-value"), readplan.BRANCH: rc.c
           readplan.SLICE: rc.code_of("size-from-changing-host-state")}
 _CONTAINERS = (dict, list, tuple)
 _SIZED = (dict, list, tuple, set, frozenset, deque, str, bytes)
+_verdicts = frames.verdicts  # is_user_code's cache, read directly on the hot path
 
 
 def guardable(value: Any) -> bool:
@@ -85,7 +87,7 @@ class Guard:
     text: str  # `self.temperature`, `config.GUIDANCE`
     code: str
     where: frames.Where
-    trace: tuple[str, ...]
+    stack: Callable[[], tuple[str, ...]]  # the trace, resolved only when the guard reports (labels cost)
     captured: Any
     fetch: Callable[[], Any]  # the value now; raises when its object is gone
     seen: Any  # the last value checked (its identity makes the common check one `is`)
@@ -114,6 +116,7 @@ class GuardSet:
         self.bound_tensors: dict[int, _Bound] = {}
         self.events: list[tuple[frames.Where, tuple[str, ...], str, int]] = []  # rebinding seen by the watchers
         self._seen_keys: set[tuple] = set()
+        self.changed: dict[int, tuple[Guard, Any]] = {}  # guards found changed, with their latest value
         self._read: list[tuple[Guard, list[tuple[int, str]]]] = []
 
     def __len__(self) -> int:
@@ -124,10 +127,14 @@ class GuardSet:
         return bool(self.polled or self.dirty or self.events)
 
     # --- building --------------------------------------------------------------
-    def add(self, identity: tuple, guard: Guard, watched: list[tuple[int, str]]) -> None:
+    def seen(self, identity: tuple) -> bool:
+        """Whether this value was read before (the first read is where it is reported); marks it read."""
         if identity in self._seen_keys:
-            return  # read again at a later line: the first read is where it is reported
+            return True
         self._seen_keys.add(identity)
+        return False
+
+    def add(self, guard: Guard, watched: list[tuple[int, str]]) -> None:
         self._read.append((guard, watched))
 
     def freeze(self) -> None:
@@ -196,6 +203,7 @@ class GuardSet:
             if now is not guard.seen:
                 guard.seen = now
                 if not same(now, guard.captured):
+                    self.changed[id(guard)] = (guard, now)
                     _report(guard, now, recorder, frame, guard.writers())
         if self.dirty:
             dirty, self.dirty = self.dirty, {}
@@ -211,6 +219,7 @@ class GuardSet:
                         continue
                     guard.seen = now
                     if not same(now, guard.captured):
+                        self.changed[id(guard)] = (guard, now)
                         _report(guard, now, recorder, frame, [writer] if writer else [])
         if self.events:
             events, self.events = self.events, []
@@ -219,6 +228,21 @@ class GuardSet:
                 recorder.observe_at(rc.REBIND_CAPTURED_TENSOR, what, where, trace, evidence=replay)
                 explained.add(data_ptr)
         return explained
+
+
+def explanation(changes: Iterable[tuple[Guard, Any]]) -> tuple[str, list[Related]]:
+    """Words and related locations for a replay that diverged: the guarded values that changed since
+    the capture, each with its value at capture, its value now and the line that read it."""
+    parts, related = [], []
+    for guard, now in changes:
+        w = guard.where
+        path = frames.display_path(w.path)
+        change = f"{_shown(guard.captured)} at capture, {_shown(now)} now"
+        parts.append(f"`{guard.text}` ({change}; read at {path}:{w.line})")
+        related.append(Related(path, w.line, w.column, f"`{guard.text}` is read here: {change}"))
+    if not parts:
+        return "", []
+    return "; explained by what the capture froze: " + ", ".join(parts[:3]), related[:3]
 
 
 def _where(related: Related) -> frames.Where:
@@ -246,7 +270,7 @@ def _report(guard: Guard, now: Any, recorder: Recorder, frame: Optional[FrameTyp
         effect = f"the graph keeps using {then}"
     written = f" (set at {writers[0].path}:{writers[0].line})" if writers else ""
     what = f"`{guard.text}` was {then} at capture and is {_shown(now)} before this replay{written}; {effect}"
-    obs = recorder.observe_at(guard.code, what, guard.where, guard.trace, evidence=_replay_note(frame))
+    obs = recorder.observe_at(guard.code, what, guard.where, guard.stack(), evidence=_replay_note(frame))
     if obs.what != what and not obs.what.startswith(f"`{guard.text}`"):
         obs.add(f"also {what.split(';')[0]}")  # another value read on the same line
     for related in writers[:3]:
@@ -267,9 +291,17 @@ class Collector:
         self._previous: Optional[Callable] = None
         self._modules: dict[int, torch.nn.Module] = {}
         self._site_codes: list[CodeType] = []
+        self._stack: tuple[Optional[FrameType], tuple] = (None, ())
         self._importing = 0
 
     def start(self) -> "Collector":
+        self.thread = threading.get_ident()
+        self._codes: set[CodeType] = set()  # codes given local events (sys.monitoring)
+        self._library_codes: set[CodeType] = set()
+        self._tool: Optional[int] = None
+        if monitor.AVAILABLE and self._monitor_start():
+            _collecting.append(self)
+            return self
         self._previous = sys.gettrace()
         frame, stop = sys._getframe(1), self.recorder.stop
         while stop is not None and frame is not None:
@@ -281,12 +313,19 @@ class Collector:
             if frame is stop:
                 break
             frame = frame.f_back
+        torchmodes.own_hooks.add(self._global)
         sys.settrace(self._global)
         _collecting.append(self)
         return self
 
     def stop(self) -> GuardSet:
-        sys.settrace(self._previous)
+        if self._tool is not None:
+            e = monitor.events()
+            monitor.release(self._tool, (e.PY_START, e.LINE, e.PY_RETURN, e.PY_YIELD, e.PY_UNWIND), self._codes)
+            self._tool = None
+        else:
+            sys.settrace(self._previous)
+            torchmodes.own_hooks.discard(self._global)
         if self in _collecting:
             _collecting.remove(self)
         for frame, previous in self._running:
@@ -295,21 +334,84 @@ class Collector:
             self._leave(frame, library=False)
         self._lines.clear()
         self._running = []
+        self._stack = (None, ())
         self.guards.freeze()
         self.guards.bind(self._modules.values())
         self._modules.clear()
         return self.guards
 
+    # --- sys.monitoring (3.12+): lines and returns of user frames, returns of library forwards ----
+    def _monitor_start(self) -> bool:
+        e = monitor.events()
+        self._tool = monitor.acquire("cglint replay guards", {
+            e.PY_START: self._on_start, e.LINE: self._on_line, e.PY_RETURN: self._on_return,
+            e.PY_YIELD: self._on_return, e.PY_UNWIND: self._on_return}, e.PY_START | e.PY_UNWIND)
+        if self._tool is None:
+            return False
+        frame, stop = sys._getframe(2), self.recorder.stop
+        while stop is not None and frame is not None:  # the capture site and the frames around it
+            if frames.is_user_code(frame.f_code):
+                self._lines[frame] = set()
+                self._site_codes.append(frame.f_code)
+                self._follow(frame.f_code)
+            if frame is stop:
+                break
+            frame = frame.f_back
+        return True
+
+    def _follow(self, code: CodeType) -> None:
+        if code not in self._codes:
+            self._codes.add(code)
+            e = monitor.events()
+            sys.monitoring.set_local_events(self._tool, code, e.LINE | e.PY_RETURN | e.PY_YIELD)
+
+    def _on_start(self, code: CodeType, offset: int) -> Any:
+        user = _verdicts.get(code)
+        if user is None:
+            user = frames.is_user_code(code)
+        if user:
+            if not monitor.followed(code):
+                return sys.monitoring.DISABLE
+            if monitor.importing(sys._getframe(1)):
+                return None  # module code run by an import is not the region's work; ask again after it
+            self._follow(code)
+        elif code.co_name == "forward" and code.co_varnames[:1] == ("self",) and code not in self._codes:
+            self._library_codes.add(code)
+            self._codes.add(code)
+            e = monitor.events()
+            sys.monitoring.set_local_events(self._tool, code, e.PY_RETURN | e.PY_YIELD)
+        return sys.monitoring.DISABLE  # once per code object
+
+    def _on_line(self, code: CodeType, line: int) -> Any:
+        if threading.get_ident() == self.thread:
+            frame = sys._getframe(1)
+            lines = self._lines.get(frame)
+            if lines is None:
+                lines = self._lines[frame] = set()
+            lines.add(line)
+        return None
+
+    def _on_return(self, code: CodeType, offset: int, value: Any) -> Any:
+        if threading.get_ident() != self.thread:
+            return None
+        frame = sys._getframe(1)
+        if code in self._library_codes:
+            self._leave(frame, library=True)
+        elif frame in self._lines:
+            self._leave(frame, library=False)
+        return None
+
     # --- trace functions -------------------------------------------------------
     def _global(self, frame: FrameType, event: str, arg: Any) -> Any:
+        # Called for every new frame of the capture: library frames leave at once.
         previous = self._previous(frame, event, arg) if self._previous is not None else None
-        code = frame.f_code
         if self._importing:
             return previous
-        if code.co_name == "_find_and_load" and code.co_filename.startswith("<frozen importlib"):
-            self._importing += 1  # a lazy import's module code is not the region's work
-            return _chained(self._import_done, previous)
-        if frames.is_user_code(code):
+        code = frame.f_code
+        user = _verdicts.get(code)
+        if user is None:
+            user = frames.is_user_code(code)
+        if user:
             if code.co_name == "<module>" or code.co_filename.startswith("<"):
                 return previous  # module code run by an import; code made by exec (dataclass __init__)
             self._lines[frame] = set()
@@ -318,6 +420,9 @@ class Collector:
             if previous is None:
                 frame.f_trace_lines = False
             mine = self._library
+        elif code.co_name == "_find_and_load" and code.co_filename.startswith("<frozen importlib"):
+            self._importing += 1  # a lazy import's module code is not the region's work
+            return _chained(self._import_done, previous)
         else:
             return previous
         return mine if previous is None else _chained(mine, previous)
@@ -346,31 +451,54 @@ class Collector:
         lines = self._lines.pop(frame, None)
         code = frame.f_code
         try:
+            if library:
+                self._leave_library(frame, code)
+                return
             local = frame.f_locals
             owner = local.get("self") if code.co_varnames[:1] == ("self",) else None
             if isinstance(owner, torch.nn.Module):
                 self._modules[id(owner)] = owner
             sites = readplan.plan(code)
-            if not sites:
-                return
-            at = frames.user_frame(frame.f_back) if library else frame
-            if at is None:
-                return
             for site in sites:
-                if library:
-                    if site.kind != "local" or site.root != "self" or len(site.steps) != 1 or site.steps[0][0] != "attr":
-                        continue
-                elif lines is not None and site.line not in lines:
+                if lines is not None and site.line not in lines:
                     continue
-                self._guard(frame, local, site, at, owner if library else None)
+                self._guard(frame, local, site, frame)
         except Exception:  # noqa: BLE001 - a guard is never worth breaking the user's capture
             return
 
-    def _guard(self, frame: FrameType, local: Any, site: readplan.ReadSite, at: FrameType, library_owner: Any) -> None:
+    def _leave_library(self, frame: FrameType, code: CodeType) -> None:
+        """The `forward` of a library module (a Dropout's `self.training`, `self.p`): its plain attributes,
+        reported at the user line that called it."""
+        owner = frame.f_locals.get("self")
+        if not isinstance(owner, torch.nn.Module):
+            return
+        self._modules[id(owner)] = owner
+        reads = _library_reads(code)
+        if not reads:
+            return
+        state = owner.__dict__  # parameters, buffers and submodules live elsewhere: never guarded here
+        at: Optional[FrameType] = None
+        for site, name in reads:
+            value = state.get(name, _MISSING)
+            if value is _MISSING or not guardable(value) or self.guards.seen((("object", id(owner)), site.steps)):
+                continue
+            at = at or frames.user_frame(frame.f_back)
+            if at is None:
+                return
+            where = frames.where(at)
+            code_ = _CODES[readplan.BRANCH if name == "training" else site.use]
+            guard = Guard(f"{type(owner).__name__}.{name}", code_, where, self._trace(at, where), value,
+                          _fetcher(weakref.ref(owner), site.steps), value)
+            self.guards.add(guard, [(id(owner), name)])
+
+    def _guard(self, frame: FrameType, local: Any, site: readplan.ReadSite, at: FrameType) -> None:
         rooted = _root(frame, local, site)
         if rooted is None:
             return
-        value, get_root, identity = rooted
+        value, identity, get_root = rooted
+        if self.guards.seen((identity, site.steps)):
+            return  # read before (each layer's forward reads the same config): nothing new to build
+        root = value
         watched: list[tuple[int, str]] = []
         watchable = site.kind in ("local", "deref")
         holder = None
@@ -381,9 +509,12 @@ class Collector:
             if step == "attr":
                 if isinstance(value, torch.nn.Module):
                     watched.append((id(value), key))
+                    value = _module_attr(value, key)
+                    if value is _MISSING:
+                        return  # a parameter or buffer: tensors are not guarded
                 else:
                     watchable = False
-                value = getattr(value, key)
+                    value = getattr(value, key)
             elif step == "item":
                 if type(value) not in _CONTAINERS:
                     return
@@ -394,26 +525,36 @@ class Collector:
                 value, watchable = len(value), False
         if not guardable(value):
             return
-        if library_owner is not None:
-            text, where = f"{type(library_owner).__name__}.{site.steps[0][1]}", frames.where(at)
-        else:
-            text = site.text
-            where = frames.Where(frame.f_code.co_filename, site.line, site.column, site.end_line, site.end_column,
-                                 frame.f_code.co_name)
+        if get_root is None:
+            try:
+                get_root = weakref.ref(root)
+            except TypeError:
+                get_root = functools.partial(_same_object, root)
+        where = _site_where(frame.f_code, site)
         training = site.steps[-1:] == (("attr", "training"),) if site.steps else False
         code = _CODES[readplan.BRANCH if training else site.use]
-        guard = Guard(text, code, where, self._trace(at, where), value, _fetcher(get_root, site.steps), value,
+        guard = Guard(site.text, code, where, self._trace(at, where), value, _fetcher(get_root, site.steps), value,
                       _writers_of(frame, site, holder, self._site_codes, self.recorder))
-        self.guards.add((identity, site.steps), guard, watched if watchable else [])
+        self.guards.add(guard, watched if watchable else [])
 
-    def _trace(self, at: FrameType, read: frames.Where) -> tuple[str, ...]:
-        stack = [w.label() for w in frames.user_stack(at, self.recorder.stop)]
-        if stack:
-            stack[-1] = read.label()
-        site = self.recorder.site_label()
-        if site and tuple(stack[:1]) == site:
-            stack = stack[1:]
-        return site + tuple(stack)
+    def _trace(self, at: FrameType, read: frames.Where) -> Callable[[], tuple[str, ...]]:
+        """How to label the stack from the capture site to the read, should the guard ever report.
+        Only positions are taken now: labels read source lines and resolve paths, and most guards never fire."""
+        if self._stack[0] is not at:  # the guards of one frame share its stack
+            self._stack = (at, frames.stack_positions(at, self.recorder.stop))
+        stack = self._stack[1]
+        recorder = self.recorder
+
+        def labels() -> tuple[str, ...]:
+            shown = [w.label() for w in frames.resolve(stack)]
+            if shown:
+                shown[-1] = read.label()
+            site = recorder.site_label()
+            if site and tuple(shown[:1]) == site:
+                shown = shown[1:]
+            return site + tuple(shown)
+
+        return labels
 
 
 def _chained(mine: Callable, theirs: Optional[Callable]) -> Callable:
@@ -431,8 +572,9 @@ def _chained(mine: Callable, theirs: Optional[Callable]) -> Callable:
     return local
 
 
-def _root(frame: FrameType, local: Any, site: readplan.ReadSite) -> Optional[tuple[Any, Callable[[], Any], tuple]]:
-    """(the root's value now, how to get it again later, its identity), or None when not guardable."""
+def _root(frame: FrameType, local: Any, site: readplan.ReadSite) -> Optional[tuple[Any, tuple, Optional[Callable[[], Any]]]]:
+    """(the root's value now, its identity, how to get it again later: None for an object, held by a
+    weak reference once a guard needs it), or None when not guardable."""
     if site.kind in ("global", "name"):
         space = frame.f_globals
         if site.kind == "name" and local is not space and site.root in local:
@@ -442,7 +584,7 @@ def _root(frame: FrameType, local: Any, site: readplan.ReadSite) -> Optional[tup
         value = space[site.root]
         if isinstance(value, ModuleType) and not _user_module(value):
             return None  # torch.float16, math.pi: library constants
-        return value, functools.partial(operator.getitem, space, site.root), ("global", id(space), site.root)
+        return value, ("global", id(space), site.root), functools.partial(operator.getitem, space, site.root)
     value = local.get(site.root, _MISSING)
     if value is _MISSING or isinstance(value, torch.Tensor):
         return None
@@ -452,14 +594,42 @@ def _root(frame: FrameType, local: Any, site: readplan.ReadSite) -> Optional[tup
         cell = _cell(frame.f_code, site.root, value)
         if cell is None:
             return None
-        return value, functools.partial(getattr, cell, "cell_contents"), ("cell", id(cell))
+        return value, ("cell", id(cell)), functools.partial(getattr, cell, "cell_contents")
     if type(value) in (dict, list, set):
         return None  # a container passed in: holding it would keep its tensors alive
-    try:
-        ref: Callable[[], Any] = weakref.ref(value)
-    except TypeError:
-        ref = functools.partial(_same_object, value)
-    return value, ref, ("object", id(value))
+    return value, ("object", id(value)), None
+
+
+@functools.lru_cache(maxsize=8192)
+def _site_where(code: CodeType, site: readplan.ReadSite) -> frames.Where:
+    return frames.Where(code.co_filename, site.line, site.column, site.end_line, site.end_column, code.co_name)
+
+
+def _module_attr(module: torch.nn.Module, name: str) -> Any:
+    """`getattr(module, name)` without Module.__getattr__'s Python call for parameters and buffers
+    (read on every layer of a model): _MISSING for those, which are tensors."""
+    value = module.__dict__.get(name, _MISSING)
+    if value is not _MISSING:
+        return value
+    value = module.__dict__.get("_modules", {}).get(name, _MISSING)
+    if value is not _MISSING:
+        return value
+    if name in module.__dict__.get("_parameters", ()) or name in module.__dict__.get("_buffers", ()):
+        return _MISSING
+    return getattr(module, name)
+
+
+_library_plans: dict[CodeType, tuple[tuple[readplan.ReadSite, str], ...]] = {}
+
+
+def _library_reads(code: CodeType) -> tuple[tuple[readplan.ReadSite, str], ...]:
+    """The `self.NAME` reads of a library forward, once per code object."""
+    found = _library_plans.get(code)
+    if found is None:
+        found = _library_plans[code] = tuple(
+            (site, site.steps[0][1]) for site in readplan.plan(code)
+            if site.kind == "local" and site.root == "self" and len(site.steps) == 1 and site.steps[0][0] == "attr")
+    return found
 
 
 def _same_object(value: Any) -> Any:

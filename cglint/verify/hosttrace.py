@@ -14,10 +14,10 @@ import sys
 import threading
 import time
 import warnings
-from types import CodeType, FrameType
+from types import CodeType, FrameType, MethodDescriptorType
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from cglint.verify import frames
+from cglint.verify import frames, monitor, torchmodes
 from cglint.verify import rule_codes as rc
 from cglint.verify.runtime_api import tables
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from cglint.verify.instrument import Instrumentation
 
 HOST = tables().host
+_verdicts = frames.verdicts  # is_user_code's cache, read directly on the hot path
 
 
 def _python_targets() -> dict[CodeType, tuple[str, str]]:
@@ -44,6 +45,8 @@ class HostTracer:
     def __init__(self, inst: "Instrumentation"):
         self.inst = inst
         self._previous: Optional[Callable] = None
+        self._hook: Optional[Callable] = None
+        self._tool: Optional[int] = None  # the sys.monitoring tool id (3.12+)
         self._patched: list[tuple[Any, str, Any]] = []
         self._importing = 0  # module code run by an import is not the region's work
         self._targets = _python_targets()
@@ -54,16 +57,75 @@ class HostTracer:
         }
 
     def start(self) -> None:
-        self._previous = sys.getprofile()
-        sys.setprofile(self._profile)
         self._patch_numpy()
+        self._codes: set[CodeType] = set()
+        events = monitor.events() if monitor.AVAILABLE else None
+        if events is not None:
+            self._tool = monitor.acquire("cglint host calls", {events.PY_START: self._on_start,
+                                                              events.CALL: self._on_call}, events.PY_START)
+            if self._tool is not None:
+                frame = sys._getframe(1)
+                while frame is not None:  # the capture site's frame and those around it are running already
+                    if monitor.followed(frame.f_code) and frame.f_code not in self._codes:
+                        self._codes.add(frame.f_code)
+                        sys.monitoring.set_local_events(self._tool, frame.f_code, sys.monitoring.events.CALL)
+                    frame = frame.f_back
+                return
+        self._tool = None
+        self._previous = sys.getprofile()
+        hook = self._profile if self._previous is None else self._chained
+        self._hook = hook
+        torchmodes.own_hooks.add(hook)
+        sys.setprofile(hook)
 
     def stop(self) -> None:
-        sys.setprofile(self._previous)
-        self._previous = None
+        if self._tool is not None:
+            events = monitor.events()
+            monitor.release(self._tool, (events.PY_START, events.CALL), self._codes)
+            self._tool = None
+        else:
+            sys.setprofile(self._previous)
+            torchmodes.own_hooks.discard(self._hook)
+            self._previous = None
         for module, name, original in self._patched:
             setattr(module, name, original)
         self._patched = []
+
+    # --- sys.monitoring (3.12+): calls made by user code only ---------------------
+    def _on_start(self, code: CodeType, offset: int) -> Any:
+        if code in self._codes or not monitor.followed(code):
+            return sys.monitoring.DISABLE  # once per code object: its calls are now events, or never
+        if monitor.importing(sys._getframe(1)):
+            return None  # module code run by an import is not the region's work; ask again after it
+        self._codes.add(code)
+        sys.monitoring.set_local_events(self._tool, code, sys.monitoring.events.CALL)
+        return sys.monitoring.DISABLE
+
+    def _on_call(self, code: CodeType, offset: int, fn: Any, arg0: Any) -> Any:
+        if threading.get_ident() != self.inst.thread:
+            return None
+        frame = sys._getframe(1)
+        if type(fn) is MethodDescriptorType and arg0 is not sys.monitoring.MISSING:
+            fn = fn.__get__(arg0)  # `items.append(x)` arrives as list.append and items: the method, bound
+        hit = self._builtin(fn, frame)
+        if hit:
+            self.inst.recorder.observe(hit[0], hit[1], frame, weak=hit[1].startswith("`print"))
+            return None
+        target = getattr(getattr(fn, "__func__", fn), "__wrapped__", getattr(fn, "__func__", fn))
+        called = getattr(target, "__code__", None)
+        if called is None:
+            return None
+        hit = self._targets.get(called)
+        if hit is None:
+            hit = self._files.get(called.co_filename)
+            if hit is None:
+                return None
+            if called.co_filename == pathlib.__file__ and called.co_name not in HOST.path_io.names:
+                return None
+            if called.co_filename == random.__file__ and called.co_name.startswith("_"):
+                return None
+        self.inst.recorder.observe(hit[0], hit[1], frame)
+        return None
 
     def _patch_numpy(self) -> None:
         """numpy.random's functions are Cython methods, invisible to a profiler: wrap them while tracing."""
@@ -90,22 +152,29 @@ class HostTracer:
         return hook
 
     # --- the hook ------------------------------------------------------------
+    def _chained(self, frame: FrameType, event: str, arg: Any) -> None:
+        """The hook when a profiler was already set: it still sees every event."""
+        self._previous(frame, event, arg)
+        self._profile(frame, event, arg)
+
     def _profile(self, frame: FrameType, event: str, arg: Any) -> None:
-        if self._previous is not None:
-            self._previous(frame, event, arg)
-        if event in ("call", "return") and frame.f_code.co_name == "_find_and_load":
-            if frame.f_code.co_filename.startswith("<frozen importlib"):
-                self._importing += 1 if event == "call" else -1
-                return
-        if self._importing:
-            return
+        # Called for every call and builtin of the capture: the common events leave at once.
         if event == "c_call":
-            if frames.is_user_code(frame.f_code):
+            code = frame.f_code
+            user = _verdicts.get(code)
+            if user is None:
+                user = frames.is_user_code(code)
+            if user and not self._importing:
                 hit = self._builtin(arg, frame)
                 if hit:
                     self.inst.recorder.observe(hit[0], hit[1], frame, weak=hit[1].startswith("`print"))
         elif event == "call":
             code = frame.f_code
+            if code.co_name == "_find_and_load" and code.co_filename.startswith("<frozen importlib"):
+                self._importing += 1  # module code run by an import is not the region's work
+                return
+            if self._importing:
+                return
             hit = self._targets.get(code)
             if hit is not None:
                 # torch wraps these (dynamo guards): blame the user frame that asked
@@ -114,14 +183,20 @@ class HostTracer:
                     self.inst.recorder.observe(hit[0], hit[1], caller)
                 return
             hit = self._files.get(code.co_filename)
+            if hit is None:
+                return
             caller = frame.f_back
-            if hit is None or caller is None or not frames.is_user_code(caller.f_code):
+            if caller is None or not frames.is_user_code(caller.f_code):
                 return
             if code.co_filename == pathlib.__file__ and code.co_name not in HOST.path_io.names:
                 return
             if code.co_filename == random.__file__ and code.co_name.startswith("_"):
                 return
             self.inst.recorder.observe(hit[0], hit[1], caller)
+        elif event == "return" and self._importing:
+            code = frame.f_code
+            if code.co_name == "_find_and_load" and code.co_filename.startswith("<frozen importlib"):
+                self._importing -= 1
 
     def _builtin(self, fn: Any, frame: FrameType) -> Optional[tuple[str, str]]:
         owner = getattr(fn, "__self__", None)

@@ -84,7 +84,11 @@ def check(reads: list[Read], recorder: Recorder, frame: Optional[FrameType], gra
         if read.data_ptr in explained:
             continue
         t = read.ref()
-        rebound = next((n for n in read.names if _other_tensor(lookup(n, frame), t)), None)
+        rebound = None
+        for name in read.names:
+            if _other_tensor(lookup(name, frame), t):
+                rebound = name
+                break
         if rebound is not None:
             kind = "output" if read.output else "input"
             recorder.observe(rc.REBIND_CAPTURED_TENSOR, f"captured {kind} `{rebound}` was rebound before replay; the graph "
@@ -95,6 +99,49 @@ def check(reads: list[Read], recorder: Recorder, frame: Optional[FrameType], gra
         elif t is not None and t.data_ptr() != read.data_ptr:
             recorder.observe(rc.RESIZE_IN_CAPTURE, f"{read.label} moved to new memory (resize_ or set_) after capture at "
                              f"{graph_label}", frame)
+
+
+class Watch:
+    """The reads of one graph, checked before each of its replays at a cost that leaves replays alone.
+
+    Named reads (static inputs and outputs, a handful) are checked on every replay: a rebound
+    name is only seen by looking. The unnamed ones (every parameter and buffer of a model,
+    hundreds) are watched: a weak reference's callback says when one is freed, and a few of
+    them, in turn, are checked for having moved (resize_, set_), so a moved tensor is found
+    within len(unnamed) / SAMPLE replays instead of costing every replay a pass over all of them.
+    """
+
+    SAMPLE = 8
+
+    def __init__(self, reads: list[Read]):
+        self.named = [r for r in reads if r.names]
+        self.unnamed = [r for r in reads if not r.names]
+        self.freed = False
+        self._cursor = 0
+        self._explained: set[int] = set()  # rebinding the replay guards reported: not a move, ever
+        self._keep = [weakref.ref(t, self._on_free) for t in (r.ref() for r in self.unnamed) if t is not None]
+
+    def _on_free(self, _ref: Any) -> None:
+        self.freed = True
+
+    def __bool__(self) -> bool:
+        return bool(self.named or self.unnamed)
+
+    def check(self, recorder: Recorder, frame: Optional[FrameType], graph_label: str,
+              explained: frozenset[int] | set[int] = frozenset()) -> None:
+        if self.freed:
+            self.freed = False
+            reads = self.named + self.unnamed
+        else:
+            start = self._cursor
+            reads = self.named + self.unnamed[start:start + self.SAMPLE]
+            self._cursor = start + self.SAMPLE if start + self.SAMPLE < len(self.unnamed) else 0
+        self._explained |= explained
+        before = len(recorder.observations)
+        check(reads, recorder, frame, graph_label, self._explained)
+        if len(recorder.observations) != before:  # report each loss once
+            self.named = [r for r in self.named if r.ref() is not None]
+            self.unnamed = [r for r in self.unnamed if r.ref() is not None]
 
 
 def _other_tensor(value: Any, captured: Optional[torch.Tensor]) -> bool:

@@ -16,8 +16,9 @@ from typing import Any, Callable
 import torch
 
 from cglint.verify import errors, frames, liveness, synchooks
-from cglint.verify.capture import (CaptureMonitor, pool_bytes, record_failed_call, region_kind, release_pool,
-                                   reset_after_failure)
+from cglint.verify import rule_codes as rc
+from cglint.verify.capture import (BUILT_AT, CaptureMonitor, pool_bytes, record_failed_call, region_kind,
+                                   release_pool, reset_after_failure)
 from cglint.verify.recorder import Recorder
 from cglint.verify.session import GraphInfo, Session
 
@@ -59,6 +60,7 @@ def install(session: Session) -> None:
             self._cglint_monitor = monitor
             session.recorders.append(monitor.recorder)
             session.open[id(self)] = lambda exc: _abandon(self, monitor, exc, original_end)
+            session.changed()  # a process that dies inside the capture still reports it, as failed
             monitor.start()
         return wrapper
 
@@ -85,27 +87,32 @@ def install(session: Session) -> None:
                 raise
             ok = monitor.error is None
             if ok and monitor.inst.ops is not None:
-                self._cglint_reads = liveness.snapshot(monitor.inst.ops, frames.current_user_frame(2))
+                self._cglint_reads = liveness.Watch(liveness.snapshot(monitor.inst.ops, frames.current_user_frame(2)))
                 self._cglint_site = monitor.label
                 self._cglint_recorder = monitor.recorder
                 self._cglint_guards = monitor.inst.guards
-            _graph_done(session, monitor, ok=ok, graph=self)
+            self._cglint_info = _graph_done(session, monitor, ok=ok, graph=self)
         return wrapper
 
     def replay(original):
         def wrapper(self, *args, **kwargs):
-            reads, held = getattr(self, "_cglint_reads", None), getattr(self, "_cglint_guards", None)
+            state = self.__dict__
+            reads, held = state.get("_cglint_reads"), state.get("_cglint_guards")
             if reads or (held is not None and held.pending):
-                recorder = Recorder(region=self._cglint_recorder.region, phase="replay")
+                recorder = state.get("_cglint_replay_recorder") or Recorder(region=self._cglint_recorder.region,
+                                                                            phase="replay")
                 frame = frames.current_user_frame(2)
                 explained = held.check(recorder, frame) if held is not None else set()
-                liveness.check(reads or [], recorder, frame, self._cglint_site, explained)
+                if reads:
+                    reads.check(recorder, frame, self._cglint_site, explained)
                 if recorder.observations:
                     session.recorders.append(recorder)
                     session.changed()
-                    if reads:
-                        self._cglint_reads = [r for r in reads if r.ref() is not None]  # report each loss once
-            session.replayed(getattr(self, "_cglint_site", None))
+                    recorder = None
+                self._cglint_replay_recorder = recorder  # unused: the next replay's
+            info = state.get("_cglint_info")
+            if info is not None:
+                session.replayed_graph(info)
             return original(self, *args, **kwargs)
         return wrapper
 
@@ -142,6 +149,17 @@ def install(session: Session) -> None:
                 raise
         return wrapper
 
+    def optimizer_init(original):
+        def wrapper(self, *args, **kwargs):
+            original(self, *args, **kwargs)
+            caller = frames.current_user_frame(2)
+            while caller is not None and caller.f_locals.get("self") is self:  # the user's subclass's __init__
+                caller = frames.user_frame(caller.f_back)
+            if caller is not None:
+                self.__dict__[BUILT_AT] = frames.where(caller)
+        return wrapper
+
+    _patch(torch.optim.Optimizer, "__init__", optimizer_init)
     _patch(torch.cuda, "make_graphed_callables", make_graphed_callables)
     if hasattr(graph_cls, "register_generator_state"):  # not in older torch
         _patch(graph_cls, "register_generator_state", register_generator_state)
@@ -152,8 +170,12 @@ def install(session: Session) -> None:
 
 
 def _prewarm() -> None:
-    """The first use of the torch modes imports and initialises a lot; do it before any capture is timed."""
+    """The first use of the torch modes imports and initialises a lot, and so does the first finding's
+    message (the rule catalogue imports every rule and libcst): do both before any capture."""
     from cglint.verify.instrument import Instrumentation
+    from cglint.verify.rule_metadata import message
+
+    message(rc.CAPTURE_FAILED, "")
 
     with Instrumentation(Recorder(), gpu=True, host=False):
         torch.ones(1).add(1)
@@ -179,11 +201,13 @@ def _raised_under(exc: BaseException, site: Any) -> bool:
     return False
 
 
-def _graph_done(session: Session, monitor: CaptureMonitor, *, ok: bool, graph: Any = None) -> None:
+def _graph_done(session: Session, monitor: CaptureMonitor, *, ok: bool, graph: Any = None) -> GraphInfo:
     pool = pool_bytes(graph) if graph is not None else None
     region = monitor.recorder.region
     error = errors.first_line(monitor.error) if monitor.error is not None else None
-    session.add_graph(GraphInfo(monitor.label, region.kind if region else "?", ok, monitor.seconds, pool, error=error))
+    info = GraphInfo(monitor.label, region.kind if region else "?", ok, monitor.seconds, pool, error=error)
+    session.add_graph(info)
+    return info
 
 
 def uninstall() -> None:

@@ -84,13 +84,11 @@ class Session:
         self.graphs.append(info)
         self.changed()
 
-    def replayed(self, site: Optional[str]) -> None:
-        """A graph captured at `site` was replayed."""
-        for info in self.graphs:
-            if info.site == site:
-                info.replays += 1
-                if info.replays == 1:  # not-replayed becomes ok: worth telling at once
-                    self.changed()
+    def replayed_graph(self, info: GraphInfo) -> None:
+        """The graph of `info` was replayed (graphs captured at one line, in a loop, count apart)."""
+        info.replays += 1
+        if info.replays == 1:  # not-replayed becomes ok: worth telling at once
+            self.changed()
 
     def captures(self) -> list[dict[str, Any]]:
         """The "captures" of the report, with the ones still open when asked shown as failed."""

@@ -23,6 +23,12 @@ if TYPE_CHECKING:
     from cglint.verify.instrument import Instrumentation
 
 _MAX_TRACE = 200_000
+# The host tracer (setprofile) and the guard collector (settrace) see every call and builtin
+# the modes' own bookkeeping makes: not the user's work, and tracing it made an instrumented
+# capture many times slower than a bare one. The handlers switch both off around it; only
+# the verifier's own hooks (a debugger's or profiler's cannot always be set back from Python).
+_getprofile, _setprofile, _gettrace, _settrace = sys.getprofile, sys.setprofile, sys.gettrace, sys.settrace
+own_hooks: set[Any] = set()  # the host tracer's profile function, the guard collector's trace function
 
 
 @dataclass(frozen=True)
@@ -61,28 +67,87 @@ def _name(func: Any) -> str:
     return getattr(func, "__name__", "") or str(func)
 
 
+@dataclass(frozen=True)
+class _OpFacts:
+    """What the dispatch hook needs to know of an operator, worked out once per operator."""
+
+    name: str
+    may_hit: bool  # classify_op can report it
+    writes: tuple[int, ...]  # positions of the arguments it writes in place
+
+
+_facts: dict[Any, _OpFacts] = {}
+
+
+def _op_facts(func: Any) -> _OpFacts:
+    facts = _facts.get(func)
+    if facts is None:
+        name = classify.op_name(func)
+        schema = getattr(func, "_schema", None)
+        writes = tuple(i for i, spec in enumerate(schema.arguments)
+                       if spec.alias_info is not None and spec.alias_info.is_write) if schema is not None else ()
+        facts = _facts[func] = _OpFacts(name, name in classify.OP_NAMES, writes)
+    return facts
+
+
 class ApiMode(TorchFunctionMode):
     def __init__(self, inst: "Instrumentation"):
         super().__init__()
         self.inst = inst
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        name = _name(func)
-        caller = sys._getframe(1)
-        user = frames.user_frame(caller)
+        profile, trace = _getprofile(), _gettrace()
+        profile = profile if profile in own_hooks else None
+        trace = trace if trace in own_hooks else None
+        if profile is not None:
+            _setprofile(None)
+        if trace is not None:
+            _settrace(None)
+        try:
+            name = getattr(func, "__name__", "")
+            if name in classify.CALL_NAMES or (kwargs and not classify.CALL_KWARGS.isdisjoint(kwargs)):
+                return self._classified(func, name or str(func), args, kwargs or {}, profile, trace)
+            if name in _RUNS_USER_CODE:
+                profile, trace = _unmute(profile, trace)
+            # The call runs torch's own code (its operators reach OpMode), untraced: the host tracer
+            # and the guard collector are for the user's frames.
+            return func(*args, **(kwargs or {}))
+        finally:
+            _unmute(profile, trace)
+
+    def _classified(self, func, name: str, args: tuple, kwargs: dict, profile: Any, trace: Any) -> Any:
+        caller = sys._getframe(2)
+        user = frames.user_frame(caller) if name == "__bool__" else None
         hit = classify.classify_call(name, args, kwargs, gpu=self.inst.gpu, frame=user,
                                      owned_generators=self.inst.owned_generators)
-        hit = classify.library_hit(hit, caller, user)
         rec = self.inst.recorder
-        obs = rec.observe(hit[0], hit[1], caller) if hit else None
-        with rec.explaining(obs):
+        obs = None
+        if hit:
+            hit = classify.library_hit(hit, caller, user or frames.user_frame(caller))
+            obs = rec.observe(hit[0], hit[1], caller)
+        if obs is None:
             result = func(*args, **kwargs)
-        if self.inst.gpu and hit is None:
+        else:
+            with rec.explaining(obs):
+                result = func(*args, **kwargs)
+        if self.inst.gpu and hit is None and name in classify.CALLS.random_factories.names:
             late = classify.random_result_on_host(name, result)
             if late:
                 rec.observe(late[0], late[1], caller)
         return result
+
+
+# Torch calls that run the user's Python inside them (backward hooks, custom autograd functions):
+# the tracers stay on for those.
+_RUNS_USER_CODE = frozenset({"backward", "grad", "apply", "vjp", "jvp", "vmap", "checkpoint"})
+
+
+def _unmute(profile: Any, trace: Any) -> tuple[None, None]:
+    if trace is not None:
+        _settrace(trace)
+    if profile is not None:
+        _setprofile(profile)
+    return None, None
 
 
 class OpMode(TorchDispatchMode):
@@ -95,51 +160,69 @@ class OpMode(TorchDispatchMode):
         self.mutated: dict[int, "weakref.ref[torch.Tensor]"] = {}  # tensors from before the run written in place
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        profile, trace = _getprofile(), _gettrace()
+        profile = profile if profile in own_hooks else None
+        trace = trace if trace in own_hooks else None
+        if profile is not None:
+            _setprofile(None)
+        if trace is not None:
+            _settrace(None)
         kwargs = kwargs or {}
         inst = self.inst
-        here = sys._getframe(1)
-        caller = frames.user_frame(here)
-        hit = classify.library_hit(classify.classify_op(func, args, kwargs, gpu=inst.gpu), here, caller)
-        if hit:
-            explained = inst.recorder.explained_by
-            if explained is not None:
-                explained.add(f"ran aten.{classify.op_name(func)}")
-            else:
-                inst.recorder.observe(hit[0], hit[1], caller or here)
+        facts = _facts.get(func) or _op_facts(func)
+        if facts.may_hit:
+            hit = classify.classify_op(func, args, kwargs, gpu=inst.gpu)
+            if hit:
+                here = sys._getframe(1)
+                hit = classify.library_hit(hit, here, frames.user_frame(here))
+                explained = inst.recorder.explained_by
+                if explained is not None:
+                    explained.add(f"ran aten.{facts.name}")
+                else:
+                    inst.recorder.observe(hit[0], hit[1], frames.user_frame(here) or here)
         if inst.track_inputs:
-            self._note_inputs(func, args, kwargs, caller)
-        self._note_writes(func, args)
+            self._note_inputs(facts.name, args, kwargs)
+        made = self._made
+        for i in facts.writes:
+            arg = args[i] if i < len(args) else None
+            if isinstance(arg, torch.Tensor):
+                seen = made.get(id(arg))
+                if seen is None or seen() is not arg:
+                    self.mutated[id(arg)] = weakref.ref(arg)
+        if trace is not None:
+            _settrace(trace)
+        if profile is not None:
+            _setprofile(profile)
         out = func(*args, **kwargs)
-        outs = [o for o in _flat(out if isinstance(out, (tuple, list)) else (out,)) if isinstance(o, torch.Tensor)]
-        for o in outs:
-            self._made[id(o)] = weakref.ref(o)
+        if type(out) is torch.Tensor:  # most operators: one plain tensor out
+            made[id(out)] = weakref.ref(out)
+            outs: Any = (out,)
+        else:
+            outs = [o for o in _flat(out if isinstance(out, (tuple, list)) else (out,)) if isinstance(o, torch.Tensor)]
+            for o in outs:
+                made[id(o)] = weakref.ref(o)
         if inst.trace_ops and len(self.trace) < _MAX_TRACE:
             shapes = tuple(tuple(o.shape) for o in outs)
+            caller = frames.user_frame(sys._getframe(1))
             code, line = (caller.f_code, caller.f_lineno) if caller else (None, 0)
-            self.trace.append(OpRecord(classify.op_name(func), shapes, code, line))
+            self.trace.append(OpRecord(facts.name, shapes, code, line))
         return out
 
-    def _note_writes(self, func, args) -> None:
-        schema = getattr(func, "_schema", None)
-        if schema is None or not schema.is_mutable:
-            return
-        for arg, spec in zip(args, schema.arguments):
-            if isinstance(arg, torch.Tensor) and spec.alias_info is not None and spec.alias_info.is_write:
-                made = self._made.get(id(arg))
-                if made is None or made() is not arg:
-                    self.mutated[id(arg)] = weakref.ref(arg)
+    def _note_inputs(self, op: str, args: tuple, kwargs: dict) -> None:
+        for t in _flat(args):
+            if isinstance(t, torch.Tensor) and t.is_cuda:
+                self._note_input(t, op)
+        for t in _flat(kwargs.values()) if kwargs else ():
+            if isinstance(t, torch.Tensor) and t.is_cuda:
+                self._note_input(t, op)
 
-    def _note_inputs(self, func, args, kwargs, caller) -> None:
-        for t in _flat(list(args) + list(kwargs.values())):
-            if not isinstance(t, torch.Tensor) or t.device.type != "cuda":
-                continue
-            made = self._made.get(id(t))
-            if made is not None and made() is t:
-                continue
-            base = t._base if t._base is not None else t
-            if id(base) in self.external:
-                continue
-            code, line = (caller.f_code, caller.f_lineno) if caller else (None, 0)
-            self.external[id(base)] = ExternalInput(
-                weakref.ref(base), base.data_ptr(), tuple(base.shape), classify.op_name(func), code, line
-            )
+    def _note_input(self, t: torch.Tensor, op: str) -> None:
+        made = self._made.get(id(t))
+        if made is not None and made() is t:
+            return
+        base = t._base if t._base is not None else t
+        if id(base) in self.external:
+            return
+        caller = frames.user_frame(sys._getframe(3))  # the user line that ran the operator
+        code, line = (caller.f_code, caller.f_lineno) if caller else (None, 0)
+        self.external[id(base)] = ExternalInput(weakref.ref(base), base.data_ptr(), tuple(base.shape), op, code, line)
