@@ -12,12 +12,11 @@ from typing import TYPE_CHECKING, Iterable, Optional
 from cglint import catalogue, configured_names, source, suppress
 from cglint.config import Config
 from cglint.discovery import discover, module_name_for, relative_to, resolved
-from cglint.engine.prefilter import CAPTURE_TOKENS, mentions, names_any
+from cglint.engine.prefilter import EntryFiles, mentions, names_any
 from cglint.findings import Finding, Region, Related
 from cglint.footprint import Footprint
 from cglint.rule import REPLAY
 from cglint.selection import Selection
-from cglint.syntax_checks import SyntaxChecks
 
 # Lines an aggregated finding's message names; all of them are in its related locations.
 _LINES_LISTED = 8
@@ -74,13 +73,14 @@ def check_paths(
     folder = config.root / cache.CACHE_DIR
     settings = {"config": vars(config), "codes": sorted(selection.codes), "missing": missing, "cwd": Path.cwd()}
     digests = {os.path.abspath(p): cache.file_digest(p) for p in files}
+    entries = EntryFiles(config.capture_functions, config.captured)
     key = cache.run_key(digests, settings)
     hit = cache.load(folder, key)
     if hit is not None:
         return CheckResult(hit[0], hit[1])
     base = cache.base_key(digests, settings)
     previous = cache.load_base(folder, base)
-    result = _reuse(previous, files, digests, selection, missing) if previous is not None else None
+    result = _reuse(previous, files, digests, selection, missing, entries) if previous is not None else None
     if result is None:
         result = check_files(files, config, selection, missing, jobs=jobs)
     footprint = result.footprint
@@ -90,9 +90,9 @@ def check_paths(
     return result
 
 
-def _reuse(previous: cache.BaseRun, files: list[Path], digests: dict, selection: Selection, missing: list[Path]) -> Optional[CheckResult]:
+def _reuse(previous: cache.BaseRun, files: list[Path], digests: dict, selection: Selection, missing: list[Path], entries: EntryFiles) -> Optional[CheckResult]:
     """The previous run's result over the same files, if no file that changed since could
-    change what the engine found; the changed files' own read and syntax errors are new."""
+    change what the engine found; the changed files' own read errors are new."""
     before = previous.footprint
     named = names_any(before.helpers) if before.helpers else None
     searches = {text: set(paths) for text, paths in before.searches.items()}
@@ -105,15 +105,11 @@ def _reuse(previous: cache.BaseRun, files: list[Path], digests: dict, selection:
             return None  # the engine read it: its findings may change
         loaded = source.load(path, display_path(path))
         text = loaded.text if isinstance(loaded, source.SourceFile) and not suppress.skips_file(loaded.text) else ""
-        if mentions(text, before.tokens) or (named is not None and named.search(text)):
+        if entries.by_text(text) or (named is not None and named.search(text)):
             return None  # the engine would read it now
         if any((needle in text) != (given in paths) for needle, paths in searches.items()):
             return None  # a search over every file would answer differently
-        if isinstance(loaded, source.SourceError):
-            found = [_diagnostic(display_path(path), loaded)]
-        else:
-            error = source.syntax_check(text) if text else None
-            found = [_diagnostic(display_path(path), error)] if error else []
+        found = [_diagnostic(display_path(path), loaded)] if isinstance(loaded, source.SourceError) else []
         per_file[given] = selection.reported(found)
     lost = selection.reported(_diagnostic(display_path(p), _missing(p)) for p in missing)
     result = sorted(set(before.engine + [f for found in per_file.values() for f in found] + lost), key=lambda f: f.sort_key)
@@ -139,6 +135,7 @@ def check_files(
     checked = {p.resolve() for p in files}
     texts: dict[Path, str] = {}
     roots: list[Path] = []
+    module_names: dict[Path, str] = {}
     per_file: dict[Path, list[Finding]] = {}  # read and syntax errors, by file
     for path in files:
         given = (sources or {}).get(path)
@@ -149,20 +146,16 @@ def check_files(
         if suppress.skips_file(loaded.text):
             continue
         texts[path] = loaded.text
-        roots.append(module_name_for(path)[1])
+        module_names[path], root, _ = module_name_for(path)
+        roots.append(root)
     roots += [root for root in (config.root, config.root / "src") if root.is_dir()]
     # Only files that can hold a capture are parsed up front; everything they reach is
     # parsed on demand, and the rest is never parsed (most of a large tree).
-    helper_names = set(config.capture_functions) | {name.rsplit(".", 1)[-1] for name in config.captured}
-    tokens = CAPTURE_TOKENS | helper_names
-    entry = [p for p, text in texts.items() if not prefilter or mentions(text, tokens)]
+    helper_names = set(config.capture_functions)
+    entries = EntryFiles(config.capture_functions, config.captured)
+    entry = [p for p, text in texts.items() if not prefilter or entries.by_text(text) or entries.by_module(module_names[p])]
     fixable: dict = {}
-    # Files not parsed up front only need a syntax check, which can run in other processes
-    # while this one runs the engine; files the engine parses after all report their own errors.
-    entered = set(entry)
-    others = {p: t for p, t in texts.items() if p not in entered}
-    # (Workers read the files again: with texts not yet on disk, this process checks them.)
-    syntax = SyntaxChecks(others, jobs if not sources else 1)
+    # The engine reports the syntax errors of the files it parses (README, "Syntax errors").
     engine_diagnostics: list[Finding] = []  # about modules the engine parsed
     run = _EngineRun()
     if entry:
@@ -173,13 +166,11 @@ def check_files(
     unresolved = configured if run.unresolved is None else run.unresolved
     engine_diagnostics += configured_names.diagnostics(unresolved, config.source, texts.values(), display_path)
     read = set(run.read)  # resolved, the entry files among them
-    for path, error in syntax.results(exclude=read):
-        per_file.setdefault(path, []).append(_diagnostic(display_path(path), error))
     engine = selection.reported(run.findings + engine_diagnostics)
     per_file = {path: selection.reported(found) for path, found in per_file.items()}
     result = engine + [f for found in per_file.values() for f in found] + selection.reported(diagnostics)
     result = sorted(set(result), key=lambda f: f.sort_key)
-    footprint = Footprint(read, frozenset(tokens), run.helpers, run.searches, run.missing, engine, {p: f for p, f in per_file.items() if f})
+    footprint = Footprint(read, frozenset(entries.tokens), run.helpers, run.searches, run.missing, engine, {p: f for p, f in per_file.items() if f})
     also_read = [p for p in run.read if p not in checked]
     return CheckResult(result, len(files), also_read, {f: fixable[f] for f in result if f in fixable}, footprint)
 

@@ -106,10 +106,16 @@ def test_editing_a_file_nothing_reads_reuses_the_engines_findings(tree, capsys, 
     (tree / "data.py").write_text("def load(path):\n    with open(path) as f:\n        return f.read()\n")
     _engine_must_not_run(monkeypatch)
     assert check_json(["."], capsys) == cold
-    (tree / "data.py").write_text("def load(path:\n")  # a syntax error is still found
-    assert [f["code"] for f in check_json(["."], capsys)] == ["CG002", "CG102"]
+    # A syntax error in a file that no capture reaches and that holds no capture form is
+    # not reported, with the cache or without (README, "Syntax errors").
+    (tree / "data.py").write_text("def load(path:\n")
+    assert [f["code"] for f in check_json(["."], capsys)] == ["CG102"]
     monkeypatch.undo()
+    monkeypatch.chdir(tree)
     assert check_json(["--no-cache", "."], capsys) == check_json(["."], capsys)
+    # Once it names a capture form, the engine reads it, and reports its syntax error.
+    (tree / "data.py").write_text("import torch\ng = torch.cuda.CUDAGraph()\ndef load(path:\n")
+    assert [f["code"] for f in check_json(["."], capsys)] == ["CG002", "CG102"]
 
 
 def test_a_changed_file_that_now_calls_a_capture_helper_is_checked_again(tree, capsys):

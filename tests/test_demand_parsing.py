@@ -53,3 +53,71 @@ def test_functions_parsed_alone_equal_a_whole_parse():
 def test_functions_parsed_alone_equal_a_whole_parse_on_real_code():
     paths = sorted(_torch_package("cuda").rglob("*.py")) + [_torch_package("_tensor.py"), _torch_package("nn/modules/module.py")]
     assert sum(functions_parsed_alone_match(p) for p in paths) > 500
+
+
+# A model library: many modules define `forward` and many pipelines name the models; the
+# configured entries are one model's forward (by its full name), a block's forward (by a name
+# relative to its module) and a function of a module (by its module's name).
+LIBRARY = {
+    "lib/__init__.py": "",
+    "lib/models/__init__.py": "",
+    "lib/models/unet.py": """
+        import torch
+        from lib.layers import Block
+
+        class UNet(torch.nn.Module):
+            def forward(self, x):
+                if x.sum().item() > 0:
+                    x = x * 2
+                return Block()(x)
+        """,
+    "lib/layers.py": """
+        import torch
+
+        class Block(torch.nn.Module):
+            def forward(self, x):
+                return x.cpu()
+        """,
+    "lib/ops.py": """
+        def fused_step(x):
+            return x.nonzero()
+        """,
+    **{
+        f"lib/models/other{i}.py": f"""
+        import torch
+
+        class Other{i}(torch.nn.Module):
+            def forward(self, x):
+                return x.item()
+        """
+        for i in range(12)
+    },
+    **{
+        f"lib/pipelines/p{i}.py": f"""
+        from lib.models.unet import UNet
+
+        def run(x):
+            return UNet()(x).tolist()
+        """
+        for i in range(12)
+    },
+}
+
+
+def test_configured_entries_are_found_by_their_module_and_nothing_else_is_parsed(tmp_path, monkeypatch):
+    from .helpers import write_project
+
+    write_project(tmp_path, LIBRARY)
+    monkeypatch.chdir(tmp_path)
+    files, _ = discover([Path(".")], Config(root=tmp_path).excludes, tmp_path)
+    config = Config(root=tmp_path, captured=["lib.models.unet.UNet.forward", "Block.forward", "lib.ops.fused_step"])
+    fast = check_files(files, config)
+    assert [(f.path, f.line, f.code) for f in fast.findings] == [
+        ("lib/layers.py", 5, "CG102"),
+        ("lib/models/unet.py", 6, "CG101"),
+        ("lib/ops.py", 2, "CG105"),
+    ]
+    assert fast.findings == check_files(files, config, prefilter=False).findings
+    # The other models' forwards and the pipelines that name UNet are never parsed.
+    read = {p.relative_to(tmp_path.resolve()).as_posix() for p in fast.footprint.read}
+    assert read == {"lib/__init__.py", "lib/models/unet.py", "lib/layers.py", "lib/ops.py"}
