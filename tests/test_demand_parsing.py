@@ -121,3 +121,34 @@ def test_configured_entries_are_found_by_their_module_and_nothing_else_is_parsed
     # The other models' forwards and the pipelines that name UNet are never parsed.
     read = {p.relative_to(tmp_path.resolve()).as_posix() for p in fast.footprint.read}
     assert read == {"lib/__init__.py", "lib/models/unet.py", "lib/layers.py", "lib/ops.py"}
+
+
+def test_the_byte_scan_knows_every_compile_form_the_engine_recognises():
+    from cglint.engine.api import tables
+    from cglint.engine.prefilter import CAPTURE_TOKENS
+
+    capture = tables().capture
+    for word in capture.cudagraph_modes | capture.cudagraph_backends | capture.cudagraph_options:
+        assert {f'"{word}"', f"'{word}'"} <= CAPTURE_TOKENS, word
+
+
+def test_compile_options_count_as_string_literals_only(tmp_path, monkeypatch):
+    from .helpers import write_project
+
+    write_project(tmp_path, {
+        # An inductor-style configuration module: says cudagraphs, compiles nothing.
+        "settings.py": "import config\n\nconfig.triton.cudagraphs = True\nuse_cudagraphs = config.triton.cudagraphs\n",
+        "serve.py": """
+            import torch
+
+            def build(model):
+                return torch.compile(model, options={'triton.cudagraphs': True})
+
+            def step(model, x):
+                return build(model)(x)
+            """,
+    })
+    monkeypatch.chdir(tmp_path)
+    files, _ = discover([Path(".")], Config(root=tmp_path).excludes, tmp_path)
+    result = check_files(files, Config(root=tmp_path))
+    assert {p.name for p in result.footprint.read} == {"serve.py"}

@@ -7,9 +7,13 @@ from typing import Iterable
 # Substrings present in every capture form the checker recognises, and in replay loops:
 # torch.cuda.graph in any spelling (`th.cuda.graph`, `cuda.graph`, `from torch.cuda
 # import graph`), CUDAGraph, make_graphed_callables, capture_begin, torch.compile's
-# cudagraph modes and options. A superset: a false match only costs a parse. A bare
+# cudagraph modes, backend and options. A superset: a false match only costs a parse. A bare
 # "graph" is not enough of a hint: in torch and compiler code most files say "graph";
 # nor is "cudagraph", which frameworks use in configuration names (`enable_cudagraph`).
+# The compile forms are recognised only as string literals (`mode="reduce-overhead"`,
+# `backend="cudagraphs"`, `options={"triton.cudagraphs": True}`), so only the quoted words
+# count: torch's compiler says `config.triton.cudagraphs` in 60 files that capture nothing.
+_COMPILE_STRINGS = ("reduce-overhead", "max-autotune", "cudagraphs", "triton.cudagraphs", "triton.cudagraph_trees")
 CAPTURE_TOKENS = frozenset(
     {
         "cuda.graph",
@@ -18,11 +22,8 @@ CAPTURE_TOKENS = frozenset(
         "make_graphed_callables",
         "capture_begin",
         "torch.cuda as",
-        "reduce-overhead",
-        "max-autotune",
-        "cudagraphs",  # options={"triton.cudagraphs": True}, backend="cudagraphs"
-        "cudagraph_trees",
         "replay(",
+        *(f"{quote}{word}{quote}" for word in _COMPILE_STRINGS for quote in "\"'"),
     }
 )
 
