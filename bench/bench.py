@@ -88,13 +88,13 @@ def tree_of(name: str, scratch: Path) -> Path:
 
 def small_files(tree: Path) -> tuple[Path, Path]:
     """A small file without any capture form, and a small one with a capture."""
-    from cglint.engine.prefilter import CAPTURE_TOKENS, mentions
+    from cglint.engine.prefilter import can_capture
 
     plain = capture = None
     for path in sorted(tree.rglob("*.py")):
         text = path.read_text("utf-8", errors="replace")
         if 20 < text.count("\n") < 300:
-            if plain is None and not mentions(text, CAPTURE_TOKENS) and path.name != "__init__.py":
+            if plain is None and not can_capture(text) and path.name != "__init__.py":
                 plain = path
             if capture is None and "cuda.graph(" in text:
                 capture = path

@@ -152,3 +152,13 @@ def test_compile_options_count_as_string_literals_only(tmp_path, monkeypatch):
     files, _ = discover([Path(".")], Config(root=tmp_path).excludes, tmp_path)
     result = check_files(files, Config(root=tmp_path))
     assert {p.name for p in result.footprint.read} == {"serve.py"}
+
+
+def test_every_capture_token_holds_an_anchor_of_the_fast_scan():
+    from cglint.engine import prefilter
+
+    for token in prefilter.CAPTURE_TOKENS:
+        assert any(anchor in token for anchor in prefilter._ANCHORS), token
+        assert prefilter.can_capture(f"x = ({token})\n"), token
+    assert not prefilter.can_capture('HEADERS = ["c10/cuda/CUDAGraphsC10Utils.h"]\nmode = CUDAGraphMode.FULL\n')
+    assert prefilter.can_capture("from torch.cuda import CUDAGraph\n")

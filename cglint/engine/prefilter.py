@@ -28,6 +28,27 @@ CAPTURE_TOKENS = frozenset(
 )
 
 
+# Tokens that count only as a whole word: torch.cuda.CUDAGraph is named `CUDAGraph`, and
+# frameworks name their own things after it (vLLM's CUDAGraphMode in 70 files that capture
+# nothing, torch's "CUDAGraphsC10Utils.h" in a 3,500-line table of strings).
+_WHOLE_WORDS = {"CUDAGraph": re.compile(r"\bCUDAGraph\b")}
+
+# One of these is in every token: most files hold none, and are done with after a few scans.
+_ANCHORS = ("uda", "UDA", "replay(", "capture_begin", "make_graphed_callables", "reduce-overhead", "max-autotune")
+
+
+def can_capture(text: str) -> bool:
+    """Whether `text` holds a capture token (see CAPTURE_TOKENS)."""
+    if not any(anchor in text for anchor in _ANCHORS):
+        return False
+    for token in CAPTURE_TOKENS:
+        if token in text:
+            word = _WHOLE_WORDS.get(token)
+            if word is None or word.search(text):
+                return True
+    return False
+
+
 def mentions(text: str, tokens: Iterable[str]) -> bool:
     return any(token in text for token in tokens if token)
 
@@ -51,7 +72,8 @@ class EntryFiles:
     define the entry's first name (`class Model`, `def decode_step`)."""
 
     def __init__(self, capture_functions: Iterable[str], captured: Iterable[str]):
-        self.tokens = CAPTURE_TOKENS | set(capture_functions)
+        self.helpers = set(capture_functions)
+        self.tokens = CAPTURE_TOKENS | self.helpers  # as the cache records them
         self.modules: set[str] = set()
         defined = set()
         for name in captured:
@@ -62,7 +84,7 @@ class EntryFiles:
         self._defines = re.compile(r"\b(?:def|class)\s+(?:%s)\b" % "|".join(map(re.escape, sorted(defined)))) if defined else None
 
     def by_text(self, text: str) -> bool:
-        return mentions(text, self.tokens) or (self._defines is not None and self._defines.search(text) is not None)
+        return can_capture(text) or mentions(text, self.helpers) or (self._defines is not None and self._defines.search(text) is not None)
 
     def by_module(self, module: str) -> bool:
         return module in self.modules

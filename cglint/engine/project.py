@@ -15,7 +15,7 @@ from cglint import source
 from cglint.discovery import module_name_for
 from cglint.engine.definitions import ClassInfo, Definition, FunctionInfo, ModuleInfo
 from cglint.engine.index import load_module
-from cglint.engine.prefilter import CAPTURE_TOKENS, mentions
+from cglint.engine.prefilter import can_capture
 from cglint.engine.syntax import dotted_name
 
 
@@ -96,7 +96,7 @@ class Project:
         file = source.SourceFile(path, self._display(path), text) if text is not None else source.load(
             path, self._display(path)
         )
-        if self.only_capturing and not isinstance(file, source.SourceError) and not mentions(file.text, CAPTURE_TOKENS):
+        if self.only_capturing and not isinstance(file, source.SourceError) and not can_capture(file.text):
             # While looking for capture helpers, a module without any capture form cannot
             # hold one: leave it unparsed (and unremembered) until a region reaches it.
             self._no_capture.add(path)
