@@ -72,7 +72,7 @@ def check_paths(
 
     folder = config.root / cache.CACHE_DIR
     settings = {"config": vars(config), "codes": sorted(selection.codes), "missing": missing, "cwd": Path.cwd()}
-    digests = {os.path.abspath(p): cache.file_digest(p) for p in files}
+    digests = cache.file_digests(folder, files)
     entries = EntryFiles(config.capture_functions, config.captured)
     key = cache.run_key(digests, settings)
     hit = cache.load(folder, key)

@@ -65,20 +65,7 @@ def discover(paths: Iterable[Path], excludes: list[str], root: Path, force_exclu
     missing: list[Path] = []
     for path in paths:
         if path.is_dir():
-            for folder, dirs, files in os.walk(path, followlinks=False):
-                base = Path(folder)
-                # Resolved once per folder: resolving every file costs a system call per
-                # path component, and a file is matched by the path it was found at.
-                below = relative_to(base, root)
-                inside = below + "/" if below not in ("", ".") else ""
-                dirs[:] = sorted(d for d in dirs if not _excluded(d, inside + d, excludes))
-                for name in sorted(files):
-                    candidate = base / name
-                    if name.endswith(".py") and not _excluded(name, inside + name, excludes):
-                        if candidate.is_file():
-                            found.setdefault(candidate, None)
-                        elif _unreadable_link(candidate):
-                            missing.append(candidate)
+            _walk(str(path), relative_to(path, root), excludes, found, missing)
         elif _unreadable_link(path):
             missing.append(path)
         elif path.exists():
@@ -88,6 +75,41 @@ def discover(paths: Iterable[Path], excludes: list[str], root: Path, force_exclu
         else:
             missing.append(path)
     return sorted(found, key=lambda p: p.as_posix()), missing
+
+
+def _walk(folder: str, below: str, excludes: list[str], found: dict[Path, None], missing: list[Path]) -> None:
+    """A folder's Python files, then its subfolders', in name order (symbolic links to folders
+    are not followed). `below` is the folder's path below the root that anchors patterns:
+    resolved once for the walked path, then extended name by name (a call per folder to
+    resolve it cost a third of a warm run's discovery)."""
+    try:
+        with os.scandir(folder) as listing:
+            entries = sorted(listing, key=lambda e: e.name)
+    except OSError:
+        return
+    inside = below + "/" if below not in ("", ".") else ""
+    subfolders = []
+    for entry in entries:
+        name = entry.name
+        try:
+            is_dir = entry.is_dir()
+        except OSError:
+            is_dir = False
+        if is_dir:
+            if not _excluded(name, inside + name, excludes) and not entry.is_symlink():
+                subfolders.append(entry)
+        elif name.endswith(".py") and not _excluded(name, inside + name, excludes):
+            candidate = Path(entry.path)
+            try:
+                is_file = entry.is_file()
+            except OSError:
+                is_file = False
+            if is_file:
+                found.setdefault(candidate, None)
+            elif _unreadable_link(candidate):
+                missing.append(candidate)
+    for entry in subfolders:
+        _walk(entry.path, inside + entry.name, excludes, found, missing)
 
 
 def module_name_for(path: Path) -> tuple[str, Path, bool]:
