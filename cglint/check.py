@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Iterable, Optional
 
 from cglint import catalogue, configured_names, source, suppress
 from cglint.config import Config
-from cglint.discovery import discover, module_name_for, relative_to, resolved
+from cglint.discovery import discover, forget_folders, module_name_for, relative_to, resolved
 from cglint.engine.prefilter import EntryFiles, mentions, names_any
 from cglint.findings import Finding, Region, Related
 from cglint.footprint import Footprint
@@ -52,7 +52,7 @@ class _EngineRun:
 
 def display_path(path: Path) -> str:
     """Paths relative to the working directory when below it, as users typed them otherwise."""
-    return relative_to(path, Path.cwd().resolve())
+    return relative_to(path, resolved(Path(os.getcwd())))
 
 
 def check_paths(
@@ -131,8 +131,9 @@ def check_files(
     `prefilter=False` parses every file whole up front (the reference the fast path must
     equal); `whole_modules` parses whole every module it parses (what --fix rewrites)."""
     selection = selection or Selection.of(config)
+    forget_folders()
     diagnostics: list[Finding] = [_diagnostic(display_path(p), _missing(p)) for p in missing]
-    checked = {p.resolve() for p in files}
+    checked = {resolved(p) for p in files}
     texts: dict[Path, str] = {}
     roots: list[Path] = []
     module_names: dict[Path, str] = {}

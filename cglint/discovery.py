@@ -10,7 +10,28 @@ from typing import Iterable
 
 
 def resolved(path: Path) -> Path:
-    """`path.resolve()`, or the absolute path where a symbolic link loop makes resolving fail."""
+    """`path.resolve()`, or the absolute path where a symbolic link loop makes resolving fail.
+    A path that is no symbolic link is its resolved folder plus its name: the folder is
+    resolved once for all its files (a system call per component of every path otherwise)."""
+    name = path.name
+    if name in ("", ".", "..") or path.is_symlink():
+        return _resolved(path)
+    folder = str(path.parent)
+    return _resolved_folder(folder if os.path.isabs(folder) else os.path.join(os.getcwd(), folder)) / name
+
+
+@lru_cache(maxsize=4096)
+def _resolved_folder(folder: str) -> Path:
+    return _resolved(Path(folder))
+
+
+def forget_folders() -> None:
+    """Resolve folders afresh (each run: a long-lived server sees folders move)."""
+    _resolved_folder.cache_clear()
+    _package_of.cache_clear()
+
+
+def _resolved(path: Path) -> Path:
     try:
         return path.resolve()
     except (OSError, RuntimeError):
@@ -114,7 +135,7 @@ def _walk(folder: str, below: str, excludes: list[str], found: dict[Path, None],
 
 def module_name_for(path: Path) -> tuple[str, Path, bool]:
     """(dotted module name, import root, is package) from the __init__.py files around `path`."""
-    path = path.resolve()
+    path = resolved(path)
     is_package = path.name == "__init__.py"
     package, root = _package_of(path.parent)
     parts = [p for p in (package, "" if is_package else path.stem) if p]

@@ -439,3 +439,18 @@ def test_a_function_libcst_cannot_parse_alone_is_reported_at_its_line(tmp_path, 
 
     monkeypatch.setattr(source, "parse", refusing)
     assert where(check(tmp_path)) == {("runner.py", "CG002", 4), ("runner.py", "CG101", 8)}
+
+
+def test_paths_resolve_as_pathlib_resolves_them_through_links_and_parents(tmp_path, monkeypatch):
+    from cglint.discovery import forget_folders, resolved
+
+    (tmp_path / "real/pkg").mkdir(parents=True)
+    (tmp_path / "real/pkg/m.py").write_text("x = 1\n")
+    (tmp_path / "linked").symlink_to(tmp_path / "real")
+    (tmp_path / "real/alias.py").symlink_to(tmp_path / "real/pkg/m.py")
+    (tmp_path / "loop.py").symlink_to(tmp_path / "loop.py")
+    monkeypatch.chdir(tmp_path / "real/pkg")
+    forget_folders()
+    for text in ["m.py", "../alias.py", "../../linked/pkg/m.py", "../../linked/pkg/../alias.py", ".", "..", "nowhere/x.py", str(tmp_path / "linked/pkg")]:
+        assert resolved(Path(text)) == Path(text).resolve(), text
+    assert resolved(tmp_path / "loop.py") == tmp_path / "loop.py"  # a loop: the absolute path

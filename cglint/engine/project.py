@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from cglint import source
-from cglint.discovery import module_name_for
+from cglint.discovery import module_name_for, resolved
 from cglint.engine.definitions import ClassInfo, Definition, FunctionInfo, ModuleInfo
 from cglint.engine.index import load_module
 from cglint.engine.prefilter import can_capture
@@ -83,7 +83,7 @@ class Project:
             self._capturing_lookups.clear()
 
     def module_for_path(self, path: Path, text: Optional[str] = None) -> Optional[ModuleInfo]:
-        path = path.resolve()
+        path = resolved(path)
         if text is None:
             text = self._given.get(path)
         if path in self._by_path:
