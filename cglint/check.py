@@ -61,13 +61,12 @@ def check_paths(
     selection: Optional[Selection] = None,
     force_exclude: bool = False,
     use_cache: bool = False,
-    jobs: int = 1,
 ) -> CheckResult:
     """Check the files found under `paths`; `selection` defaults to the configuration's."""
     selection = selection or Selection.of(config)
     files, missing = discover(list(paths), config.excludes, config.root, force_exclude)
     if not use_cache:
-        return check_files(files, config, selection, missing, jobs=jobs)
+        return check_files(files, config, selection, missing)
     from cglint import cache
 
     folder = config.root / cache.CACHE_DIR
@@ -82,7 +81,7 @@ def check_paths(
     previous = cache.load_base(folder, base)
     result = _reuse(previous, files, digests, selection, missing, entries) if previous is not None else None
     if result is None:
-        result = check_files(files, config, selection, missing, jobs=jobs)
+        result = check_files(files, config, selection, missing)
     footprint = result.footprint
     cache.store(folder, key, result.findings, result.files_checked, result.also_read, footprint.absent if footprint else [])
     if footprint is not None:
@@ -124,7 +123,6 @@ def check_files(
     missing: Iterable[Path] = (),
     sources: Optional[dict[Path, str]] = None,
     prefilter: bool = True,
-    jobs: int = 1,
     whole_modules: bool = False,
 ) -> CheckResult:
     """Check `files`; `sources` gives the text of files that are not (or not yet) on disk.
