@@ -1,6 +1,7 @@
 """`cglint check` as a function: paths and configuration in, findings out."""
 from __future__ import annotations
 
+import ast
 import dataclasses
 import gc
 import os
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING, Iterable, Optional
 from cglint import catalogue, configured_names, source, suppress
 from cglint.config import Config
 from cglint.discovery import discover, forget_folders, module_name_for, relative_to, resolved
-from cglint.engine.prefilter import EntryFiles, mentions, names_any
+from cglint.engine.prefilter import EntryFiles, can_capture, code_can_capture, mentions, names_any
 from cglint.findings import Finding, Region, Related
 from cglint.footprint import Footprint
 from cglint.rule import REPLAY
@@ -152,14 +153,14 @@ def check_files(
     # parsed on demand, and the rest is never parsed (most of a large tree).
     helper_names = set(config.capture_functions)
     entries = EntryFiles(config.capture_functions, config.captured)
-    entry = [p for p, text in texts.items() if not prefilter or entries.by_text(text) or entries.by_module(module_names[p])]
+    configured, scanned = _by_bytes(texts, module_names, entries) if prefilter else (list(texts), [])
     fixable: dict = {}
     # The engine reports the syntax errors of the files it parses (README, "Syntax errors").
     engine_diagnostics: list[Finding] = []  # about modules the engine parsed
     run = _EngineRun()
-    if entry:
+    if configured or scanned:
         run = _deep_stack(
-            _run_engine, texts, entry, roots, checked, config, selection, engine_diagnostics, helper_names, sources, fixable, whole_modules or not prefilter
+            _run_engine, texts, configured, scanned, roots, checked, config, selection, engine_diagnostics, helper_names, sources, fixable, whole_modules or not prefilter
         )
     configured = [("captured", n) for n in config.captured] + [("capture-functions", n) for n in sorted(set(config.capture_functions))]
     unresolved = configured if run.unresolved is None else run.unresolved
@@ -172,6 +173,32 @@ def check_files(
     footprint = Footprint(read, frozenset(entries.tokens), run.helpers, run.searches, run.missing, engine, {p: f for p, f in per_file.items() if f})
     also_read = [p for p in run.read if p not in checked]
     return CheckResult(result, len(files), also_read, {f: fixable[f] for f in result if f in fixable}, footprint)
+
+
+def _by_bytes(texts: dict[Path, str], module_names: dict[Path, str], entries: EntryFiles) -> tuple[list[Path], list[Path]]:
+    """(files the configuration enters, files whose bytes hold a capture token)."""
+    configured, scanned = [], []
+    for path, text in texts.items():
+        if entries.by_configuration(text) or entries.by_module(module_names[path]):
+            configured.append(path)
+        elif can_capture(text):
+            scanned.append(path)
+    return configured, scanned
+
+
+def _by_code(texts: dict[Path, str], scanned: list[Path]) -> tuple[list[Path], dict[Path, ast.Module]]:
+    """The scanned files whose code, not only their strings and comments, names a capture
+    form (prefilter.code_can_capture), with the `ast` trees that tell (their outlines are
+    built from them); a file that does not parse is kept, so that its error is reported."""
+    kept, trees = [], {}
+    for path in scanned:
+        tree = source.cpython_tree(texts[path])
+        if not isinstance(tree, ast.Module):
+            kept.append(path)
+        elif code_can_capture(tree):
+            kept.append(path)
+            trees[path] = tree
+    return kept, trees
 
 
 def _missing(path: Path) -> source.SourceError:
@@ -245,7 +272,7 @@ def _run_engine(*args) -> _EngineRun:
             gc.enable()
 
 
-def _engine_findings(texts, entry, roots, checked, config, selection, diagnostics, helper_names, sources=None, fixable=None, whole_modules=False) -> _EngineRun:
+def _engine_findings(texts, configured, scanned, roots, checked, config, selection, diagnostics, helper_names, sources=None, fixable=None, whole_modules=False) -> _EngineRun:
     from cglint.engine.checker import Engine
     from cglint.engine.project import Project
 
@@ -256,7 +283,10 @@ def _engine_findings(texts, entry, roots, checked, config, selection, diagnostic
         project.add_root(root)
     rules = [rule() for rule in catalogue.rule_classes() if selection.runs(rule.code) and rule.scope != "runtime"]
     engine = Engine(project, rules, config.capture_functions, config.captured, on_error=lambda m, e: _internal(diagnostics, m, e))
-    modules = [m for m in (project.module_for_path(p, texts[p]) for p in entry) if m is not None]
+    kept, trees = _by_code(texts, scanned)
+    chosen = set(configured).union(kept)
+    entry = [p for p in texts if p in chosen]  # in the files' order, as discovery depends on it
+    modules = [m for m in (project.module_for_path(p, texts[p], trees.pop(p, None)) for p in entry) if m is not None]
     engine.discover_modules(modules)
     helpers = engine.helper_names() - helper_names
     if helpers:

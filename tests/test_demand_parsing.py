@@ -162,3 +162,34 @@ def test_every_capture_token_holds_an_anchor_of_the_fast_scan():
         assert prefilter.can_capture(f"x = ({token})\n"), token
     assert not prefilter.can_capture('HEADERS = ["c10/cuda/CUDAGraphsC10Utils.h"]\nmode = CUDAGraphMode.FULL\n')
     assert prefilter.can_capture("from torch.cuda import CUDAGraph\n")
+
+
+def test_a_file_that_names_capture_forms_only_in_strings_and_comments_is_not_parsed(tmp_path, monkeypatch):
+    from cglint.engine import checker, prefilter
+
+    from .helpers import write_project
+
+    assert checker.CAPTURE_NAMES <= prefilter._CODE_NAMES  # every name discovery walks for
+    write_project(tmp_path, {
+        # torch's own docs and tracing rules: capture words in strings, no capture.
+        "docs.py": '''
+            """Use torch.cuda.graph(g) to capture; see CUDAGraph.replay()."""
+            RULES = {"torch.cuda.graphs.make_graphed_callables": "skip"}  # capture_begin
+            ''',
+        "runner.py": """
+            import torch
+
+            def graphed_step(step, x):
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    step(x).item()
+            """,
+        # A capture word in a comment and a syntax error: parsed, and the error reported.
+        "broken.py": "# torch.cuda.graph\ndef f(:\n",
+    })
+    monkeypatch.chdir(tmp_path)
+    files, _ = discover([Path(".")], Config(root=tmp_path).excludes, tmp_path)
+    result = check_files(files, Config(root=tmp_path))
+    assert {p.name for p in result.footprint.read} == {"runner.py", "broken.py"}
+    assert [(f.path, f.code) for f in result.findings] == [("broken.py", "CG002"), ("runner.py", "CG101")]
+    assert result.findings == check_files(files, Config(root=tmp_path), prefilter=False).findings

@@ -1,6 +1,7 @@
 """A byte-level test for files that can hold a capture, so the rest is never parsed."""
 from __future__ import annotations
 
+import ast
 import re
 from typing import Iterable
 
@@ -49,6 +50,38 @@ def can_capture(text: str) -> bool:
     return False
 
 
+# What a module's code must name to hold a capture form the engine finds: the names of
+# engine/checker.py's CAPTURE_NAMES (which functions discovery walks), as names, attributes
+# or imports, or a compile mode, backend or option as a string. Files the byte scan picks
+# for words in their docstrings, comments and string tables (torch's docs, its tracing
+# rules, configuration modules) hold none and are not parsed up front.
+_CODE_NAMES = frozenset(
+    {"graph", "graphs", "CUDAGraph", "make_graphed_callables", "capture_begin", "capture_end", "replay", "compile", "optimize", "contextmanager"}
+)
+
+
+def code_can_capture(tree: ast.Module) -> bool:
+    """Whether a module's `ast` names a capture form in its code (not only in its strings)."""
+    for node in ast.walk(tree):
+        kind = type(node)
+        if kind is ast.Name:
+            if node.id in _CODE_NAMES:
+                return True
+        elif kind is ast.Attribute:
+            if node.attr in _CODE_NAMES:
+                return True
+        elif kind is ast.alias:
+            if not _CODE_NAMES.isdisjoint(node.name.split(".")):
+                return True
+        elif kind is ast.ImportFrom:
+            if node.module and not _CODE_NAMES.isdisjoint(node.module.split(".")):
+                return True
+        elif kind is ast.Constant:
+            if type(node.value) is str and node.value in _COMPILE_STRINGS:
+                return True
+    return False
+
+
 def mentions(text: str, tokens: Iterable[str]) -> bool:
     return any(token in text for token in tokens if token)
 
@@ -84,7 +117,11 @@ class EntryFiles:
         self._defines = re.compile(r"\b(?:def|class)\s+(?:%s)\b" % "|".join(map(re.escape, sorted(defined)))) if defined else None
 
     def by_text(self, text: str) -> bool:
-        return can_capture(text) or mentions(text, self.helpers) or (self._defines is not None and self._defines.search(text) is not None)
+        return can_capture(text) or self.by_configuration(text)
+
+    def by_configuration(self, text: str) -> bool:
+        """A call of a configured capture helper, or a definition a `captured` entry names."""
+        return mentions(text, self.helpers) or (self._defines is not None and self._defines.search(text) is not None)
 
     def by_module(self, module: str) -> bool:
         return module in self.modules

@@ -7,6 +7,7 @@ reaches it. Qualified names ("pkg.model.Model.forward") resolve to definitions
 """
 from __future__ import annotations
 
+import ast
 import os
 from pathlib import Path
 from typing import Callable, Optional
@@ -82,7 +83,8 @@ class Project:
             self._lookups.clear()  # a name not found may be found under the new root
             self._capturing_lookups.clear()
 
-    def module_for_path(self, path: Path, text: Optional[str] = None) -> Optional[ModuleInfo]:
+    def module_for_path(self, path: Path, text: Optional[str] = None, tree: Optional[ast.Module] = None) -> Optional[ModuleInfo]:
+        """The module at `path`; `tree` is its `ast` where the caller already made it."""
         path = resolved(path)
         if text is None:
             text = self._given.get(path)
@@ -104,7 +106,7 @@ class Project:
         if isinstance(file, source.SourceError):
             self._on_error(path, file)
         else:
-            info = load_module(name, file, is_package, root, self.whole_modules, self._on_error)
+            info = load_module(name, file, is_package, root, self.whole_modules, self._on_error, tree)
         self._by_path[path] = info
         if info is not None:
             self._by_name.setdefault((root, name), info)
