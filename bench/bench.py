@@ -1,26 +1,32 @@
-"""Speed and memory of `cglint check` against the libcst parse-everything floor.
+"""Speed and memory of `cglint check` against ruff with every rule, and against the libcst
+parse-everything floor.
 
-Run on demand (not part of the test suite):
+Run on demand (not part of the test suite; ruff comes from the package index:
+`pip install ruff` in the same environment):
 
-    python bench/bench.py fixtures torch megatron-core [--equivalence]
+    python bench/bench.py torch megatron-core diffusers [--repeat 3] [--equivalence] [--floor]
 
-For each tree, in one run: (a) parsing every file with libcst in one process (what a
-naive libcst linter pays at least), (b) a cold `cglint check --no-cache`, (c) a warm
-`cglint check` (cache filled by a first run), then again after editing one file without
-a capture, (d) `cglint check` on one small file without and with a capture; wall time
-and peak memory of each, as processes. Every tree is measured in a scratch copy: `torch`
-is the installed package's Python sources (found without importing torch),
-`megatron-core` is fetched with `pip download --no-deps` (nothing is kept).
-`--equivalence` also compares the findings with a run that parses every file.
+For each tree, in one run: (a) `ruff check --select ALL --output-format concise
+--no-cache` and a cold `cglint check --no-cache`, alternated `--repeat` times (the medians
+and their ratio are reported: on a shared machine both see the same load), (b) a warm
+`cglint check` (cache filled by a first run), then again after editing one file without a
+capture, (c) `cglint check` on one small file without and with a capture; wall time and
+peak memory of each, as processes. `--floor` adds parsing every file with libcst in one
+process (what a naive libcst linter pays at least). Every tree is measured in a scratch
+copy: `torch` is the installed package's Python sources (found without importing torch),
+`megatron-core` and `diffusers` are fetched with `pip download --no-deps` (nothing is
+kept). `--equivalence` also compares the findings with a run that parses every file.
 """
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import importlib.util
 import json
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,7 +34,8 @@ import time
 import zipfile
 from pathlib import Path
 
-MEGATRON = "megatron-core==0.16.1"
+# Packages fetched from the index: the wheel's top-level package is the tree.
+WHEELS = {"megatron-core": ("megatron-core==0.16.1", "megatron"), "diffusers": ("diffusers==0.42.1", "diffusers")}
 FLOOR = """
 import sys, libcst
 from pathlib import Path
@@ -74,13 +81,14 @@ def tree_of(name: str, scratch: Path) -> Path:
             copy.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, copy)
         return target
-    if name == "megatron-core":
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(scratch), MEGATRON], check=True)
-        wheel = next(scratch.glob("megatron_core-*.whl"))
-        target = scratch / "megatron-core"
-        with zipfile.ZipFile(wheel) as archive:
+    if name in WHEELS:
+        requirement, package = WHEELS[name]
+        folder = scratch / "wheels" / name
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(folder), requirement], check=True)
+        target = scratch / name
+        with zipfile.ZipFile(next(folder.glob("*.whl"))) as archive:
             archive.extractall(target)
-        return target / "megatron"
+        return target / package
     target = scratch / "copies" / Path(name).name  # copied: the benchmark edits a file
     shutil.copytree(Path(name).resolve(), target, ignore=shutil.ignore_patterns(".cglint_cache", "__pycache__"))
     return target
@@ -88,29 +96,42 @@ def tree_of(name: str, scratch: Path) -> Path:
 
 def small_files(tree: Path) -> tuple[Path, Path]:
     """A small file without any capture form, and a small one with a capture."""
-    from cglint.engine.prefilter import CAPTURE_TOKENS, mentions
+    from cglint.engine.prefilter import can_capture
 
     plain = capture = None
     for path in sorted(tree.rglob("*.py")):
         text = path.read_text("utf-8", errors="replace")
         if 20 < text.count("\n") < 300:
-            if plain is None and not mentions(text, CAPTURE_TOKENS) and path.name != "__init__.py":
+            if plain is None and not can_capture(text) and path.name != "__init__.py":
                 plain = path
             if capture is None and "cuda.graph(" in text:
                 capture = path
     return plain, capture
 
 
-def bench(name: str, scratch: Path, equivalence: bool) -> list[str]:
+def ruff_command() -> list[str]:
+    ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
+    if ruff is None:
+        raise SystemExit("ruff is not installed: pip install ruff")
+    return [ruff, "check", "--select", "ALL", "--output-format", "concise", "--no-cache", "--exit-zero"]
+
+
+def bench(name: str, scratch: Path, equivalence: bool, repeat: int, floor: bool) -> list[str]:
     tree = tree_of(name, scratch)
     files = list(tree.rglob("*.py"))
     lines = sum(p.read_bytes().count(b"\n") for p in files)
     cglint = [sys.executable, "-m", "cglint", "check", "--exit-zero", "--format", "concise"]
     work = Path(tempfile.mkdtemp(dir=scratch))  # the cache lives here, not in the measured tree
-    floor, floor_mem = measure([sys.executable, "-c", FLOOR, str(tree)], work)
-    cold, cold_mem = measure([*cglint, "--no-cache", str(tree)], work)
+    floor_time = measure([sys.executable, "-c", FLOOR, str(tree)], work)[0] if floor else float("nan")
+    ruff_runs, cold_runs = [], []
+    for _ in range(repeat):  # alternated: both see the same load
+        ruff_runs.append(measure([*ruff_command(), str(tree)], work))
+        cold_runs.append(measure([*cglint, "--no-cache", str(tree)], work))
+    ruff = statistics.median(t for t, _ in ruff_runs)
+    cold = statistics.median(t for t, _ in cold_runs)
+    cold_mem = max(m for _, m in cold_runs)
     measure([*cglint, str(tree)], work)  # fills the cache
-    warm, warm_mem = measure([*cglint, str(tree)], work)
+    warm, warm_mem = min((measure([*cglint, str(tree)], work) for _ in range(repeat)), key=lambda run: run[0])
     report = subprocess.run([*cglint[:-2], "--format", "json", str(tree)], cwd=work, capture_output=True, text=True)
     checked = json.loads(report.stdout)["files_checked"]
     if checked != len(files):  # an excluded tree would look very fast
@@ -124,9 +145,9 @@ def bench(name: str, scratch: Path, equivalence: bool) -> list[str]:
     one_plain = measure([*cglint, "--no-cache", str(plain)], work)[0] if plain else float("nan")
     one_capture = measure([*cglint, "--no-cache", str(capture)], work)[0] if capture else float("nan")
     row = (
-        f"| {name} | {len(files):,} | {lines:,} | {floor:.1f} s | {cold:.1f} s ({cold / floor:.2f}x) | "
-        f"{warm:.2f} s ({warm / floor:.3f}x) | {edited:.2f} s | {one_plain * 1000:.0f} ms | {one_capture * 1000:.0f} ms | "
-        f"{max(cold_mem, warm_mem):.0f} MiB |"
+        f"| {name} | {len(files):,} | {lines:,} | {ruff:.2f} s | {cold:.2f} s | **{cold / ruff:.2f}** | "
+        f"{warm:.2f} s | {edited:.2f} s | {one_plain * 1000:.0f} ms | {one_capture * 1000:.0f} ms | "
+        f"{max(cold_mem, warm_mem):.0f} MiB |" + (f" {floor_time:.1f} s |" if floor else "")
     )
     out = [row]
     if equivalence:
@@ -137,20 +158,27 @@ def bench(name: str, scratch: Path, equivalence: bool) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("trees", nargs="+", help="fixtures, torch, megatron-core, or a folder")
+    parser.add_argument("trees", nargs="+", help="fixtures, torch, megatron-core, diffusers, or a folder")
+    parser.add_argument("--repeat", type=int, default=3, help="paired ruff / cold cglint runs per tree (medians)")
     parser.add_argument("--equivalence", action="store_true")
+    parser.add_argument("--floor", action="store_true", help="also time a libcst parse of every file")
     args = parser.parse_args()
-    print(f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    ruff = subprocess.run([*ruff_command()[:1], "--version"], capture_output=True, text=True).stdout.strip()
+    versions = f"Python {platform.python_version()}, {ruff}, libcst {importlib.metadata.version('libcst')}"
+    print(f"Machine: {platform.machine()}, {os.cpu_count()} cores, {versions}")
     print()
-    print("| tree | files | lines | libcst parse floor (1 process) | cold check | warm check | warm, one file edited | one file, no capture | one file, capture | peak memory |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print(
+        "| tree | files | lines | ruff ALL, cold | cglint, cold | ratio | warm | warm, one file edited "
+        "| one file, no capture | one file, capture | peak memory |" + (" libcst parse floor |" if args.floor else "")
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if args.floor else ""))
     # cglint's modules as `pip install` leaves them, compiled to bytecode: a source checkout
     # under PYTHONDONTWRITEBYTECODE would otherwise compile them again in every process.
     package = Path(__file__).resolve().parent.parent
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(package / "cglint"), str(package / "rules")], check=True, stdout=subprocess.DEVNULL)
     with tempfile.TemporaryDirectory() as scratch:
         for name in args.trees:
-            for line in bench(name, Path(scratch), args.equivalence):
+            for line in bench(name, Path(scratch), args.equivalence, args.repeat, args.floor):
                 print(line, flush=True)
 
 

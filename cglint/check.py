@@ -1,6 +1,7 @@
 """`cglint check` as a function: paths and configuration in, findings out."""
 from __future__ import annotations
 
+import ast
 import dataclasses
 import gc
 import os
@@ -11,13 +12,12 @@ from typing import TYPE_CHECKING, Iterable, Optional
 
 from cglint import catalogue, configured_names, source, suppress
 from cglint.config import Config
-from cglint.discovery import discover, module_name_for, relative_to, resolved
-from cglint.engine.prefilter import CAPTURE_TOKENS, mentions, names_any
+from cglint.discovery import discover, forget_folders, module_name_for, relative_to, resolved
+from cglint.engine.prefilter import EntryFiles, can_capture, code_can_capture, mentions, names_any
 from cglint.findings import Finding, Region, Related
 from cglint.footprint import Footprint
 from cglint.rule import REPLAY
 from cglint.selection import Selection
-from cglint.syntax_checks import SyntaxChecks
 
 # Lines an aggregated finding's message names; all of them are in its related locations.
 _LINES_LISTED = 8
@@ -53,7 +53,7 @@ class _EngineRun:
 
 def display_path(path: Path) -> str:
     """Paths relative to the working directory when below it, as users typed them otherwise."""
-    return relative_to(path, Path.cwd().resolve())
+    return relative_to(path, resolved(Path(os.getcwd())))
 
 
 def check_paths(
@@ -62,27 +62,27 @@ def check_paths(
     selection: Optional[Selection] = None,
     force_exclude: bool = False,
     use_cache: bool = False,
-    jobs: int = 1,
 ) -> CheckResult:
     """Check the files found under `paths`; `selection` defaults to the configuration's."""
     selection = selection or Selection.of(config)
     files, missing = discover(list(paths), config.excludes, config.root, force_exclude)
     if not use_cache:
-        return check_files(files, config, selection, missing, jobs=jobs)
+        return check_files(files, config, selection, missing)
     from cglint import cache
 
     folder = config.root / cache.CACHE_DIR
     settings = {"config": vars(config), "codes": sorted(selection.codes), "missing": missing, "cwd": Path.cwd()}
-    digests = {os.path.abspath(p): cache.file_digest(p) for p in files}
+    digests = cache.file_digests(folder, files)
+    entries = EntryFiles(config.capture_functions, config.captured)
     key = cache.run_key(digests, settings)
     hit = cache.load(folder, key)
     if hit is not None:
         return CheckResult(hit[0], hit[1])
     base = cache.base_key(digests, settings)
     previous = cache.load_base(folder, base)
-    result = _reuse(previous, files, digests, selection, missing) if previous is not None else None
+    result = _reuse(previous, files, digests, selection, missing, entries) if previous is not None else None
     if result is None:
-        result = check_files(files, config, selection, missing, jobs=jobs)
+        result = check_files(files, config, selection, missing)
     footprint = result.footprint
     cache.store(folder, key, result.findings, result.files_checked, result.also_read, footprint.absent if footprint else [])
     if footprint is not None:
@@ -90,9 +90,9 @@ def check_paths(
     return result
 
 
-def _reuse(previous: cache.BaseRun, files: list[Path], digests: dict, selection: Selection, missing: list[Path]) -> Optional[CheckResult]:
+def _reuse(previous: cache.BaseRun, files: list[Path], digests: dict, selection: Selection, missing: list[Path], entries: EntryFiles) -> Optional[CheckResult]:
     """The previous run's result over the same files, if no file that changed since could
-    change what the engine found; the changed files' own read and syntax errors are new."""
+    change what the engine found; the changed files' own read errors are new."""
     before = previous.footprint
     named = names_any(before.helpers) if before.helpers else None
     searches = {text: set(paths) for text, paths in before.searches.items()}
@@ -105,15 +105,11 @@ def _reuse(previous: cache.BaseRun, files: list[Path], digests: dict, selection:
             return None  # the engine read it: its findings may change
         loaded = source.load(path, display_path(path))
         text = loaded.text if isinstance(loaded, source.SourceFile) and not suppress.skips_file(loaded.text) else ""
-        if mentions(text, before.tokens) or (named is not None and named.search(text)):
+        if entries.by_text(text) or (named is not None and named.search(text)):
             return None  # the engine would read it now
         if any((needle in text) != (given in paths) for needle, paths in searches.items()):
             return None  # a search over every file would answer differently
-        if isinstance(loaded, source.SourceError):
-            found = [_diagnostic(display_path(path), loaded)]
-        else:
-            error = source.syntax_check(text) if text else None
-            found = [_diagnostic(display_path(path), error)] if error else []
+        found = [_diagnostic(display_path(path), loaded)] if isinstance(loaded, source.SourceError) else []
         per_file[given] = selection.reported(found)
     lost = selection.reported(_diagnostic(display_path(p), _missing(p)) for p in missing)
     result = sorted(set(before.engine + [f for found in per_file.values() for f in found] + lost), key=lambda f: f.sort_key)
@@ -128,17 +124,18 @@ def check_files(
     missing: Iterable[Path] = (),
     sources: Optional[dict[Path, str]] = None,
     prefilter: bool = True,
-    jobs: int = 1,
     whole_modules: bool = False,
 ) -> CheckResult:
     """Check `files`; `sources` gives the text of files that are not (or not yet) on disk.
     `prefilter=False` parses every file whole up front (the reference the fast path must
     equal); `whole_modules` parses whole every module it parses (what --fix rewrites)."""
     selection = selection or Selection.of(config)
+    forget_folders()
     diagnostics: list[Finding] = [_diagnostic(display_path(p), _missing(p)) for p in missing]
-    checked = {p.resolve() for p in files}
+    checked = {resolved(p) for p in files}
     texts: dict[Path, str] = {}
     roots: list[Path] = []
+    module_names: dict[Path, str] = {}
     per_file: dict[Path, list[Finding]] = {}  # read and syntax errors, by file
     for path in files:
         given = (sources or {}).get(path)
@@ -149,39 +146,59 @@ def check_files(
         if suppress.skips_file(loaded.text):
             continue
         texts[path] = loaded.text
-        roots.append(module_name_for(path)[1])
+        module_names[path], root, _ = module_name_for(path)
+        roots.append(root)
     roots += [root for root in (config.root, config.root / "src") if root.is_dir()]
     # Only files that can hold a capture are parsed up front; everything they reach is
     # parsed on demand, and the rest is never parsed (most of a large tree).
-    helper_names = set(config.capture_functions) | {name.rsplit(".", 1)[-1] for name in config.captured}
-    tokens = CAPTURE_TOKENS | helper_names
-    entry = [p for p, text in texts.items() if not prefilter or mentions(text, tokens)]
+    helper_names = set(config.capture_functions)
+    entries = EntryFiles(config.capture_functions, config.captured)
+    configured, scanned = _by_bytes(texts, module_names, entries) if prefilter else (list(texts), [])
     fixable: dict = {}
-    # Files not parsed up front only need a syntax check, which can run in other processes
-    # while this one runs the engine; files the engine parses after all report their own errors.
-    entered = set(entry)
-    others = {p: t for p, t in texts.items() if p not in entered}
-    # (Workers read the files again: with texts not yet on disk, this process checks them.)
-    syntax = SyntaxChecks(others, jobs if not sources else 1)
+    # The engine reports the syntax errors of the files it parses (README, "Syntax errors").
     engine_diagnostics: list[Finding] = []  # about modules the engine parsed
     run = _EngineRun()
-    if entry:
+    if configured or scanned:
         run = _deep_stack(
-            _run_engine, texts, entry, roots, checked, config, selection, engine_diagnostics, helper_names, sources, fixable, whole_modules or not prefilter
+            _run_engine, texts, configured, scanned, roots, checked, config, selection, engine_diagnostics, helper_names, sources, fixable, whole_modules or not prefilter
         )
     configured = [("captured", n) for n in config.captured] + [("capture-functions", n) for n in sorted(set(config.capture_functions))]
     unresolved = configured if run.unresolved is None else run.unresolved
     engine_diagnostics += configured_names.diagnostics(unresolved, config.source, texts.values(), display_path)
     read = set(run.read)  # resolved, the entry files among them
-    for path, error in syntax.results(exclude=read):
-        per_file.setdefault(path, []).append(_diagnostic(display_path(path), error))
     engine = selection.reported(run.findings + engine_diagnostics)
     per_file = {path: selection.reported(found) for path, found in per_file.items()}
     result = engine + [f for found in per_file.values() for f in found] + selection.reported(diagnostics)
     result = sorted(set(result), key=lambda f: f.sort_key)
-    footprint = Footprint(read, frozenset(tokens), run.helpers, run.searches, run.missing, engine, {p: f for p, f in per_file.items() if f})
+    footprint = Footprint(read, frozenset(entries.tokens), run.helpers, run.searches, run.missing, engine, {p: f for p, f in per_file.items() if f})
     also_read = [p for p in run.read if p not in checked]
     return CheckResult(result, len(files), also_read, {f: fixable[f] for f in result if f in fixable}, footprint)
+
+
+def _by_bytes(texts: dict[Path, str], module_names: dict[Path, str], entries: EntryFiles) -> tuple[list[Path], list[Path]]:
+    """(files the configuration enters, files whose bytes hold a capture token)."""
+    configured, scanned = [], []
+    for path, text in texts.items():
+        if entries.by_configuration(text) or entries.by_module(module_names[path]):
+            configured.append(path)
+        elif can_capture(text):
+            scanned.append(path)
+    return configured, scanned
+
+
+def _by_code(texts: dict[Path, str], scanned: list[Path]) -> tuple[list[Path], dict[Path, ast.Module]]:
+    """The scanned files whose code, not only their strings and comments, names a capture
+    form (prefilter.code_can_capture), with the `ast` trees that tell (their outlines are
+    built from them); a file that does not parse is kept, so that its error is reported."""
+    kept, trees = [], {}
+    for path in scanned:
+        tree = source.cpython_tree(texts[path])
+        if not isinstance(tree, ast.Module):
+            kept.append(path)
+        elif code_can_capture(tree):
+            kept.append(path)
+            trees[path] = tree
+    return kept, trees
 
 
 def _missing(path: Path) -> source.SourceError:
@@ -255,7 +272,7 @@ def _run_engine(*args) -> _EngineRun:
             gc.enable()
 
 
-def _engine_findings(texts, entry, roots, checked, config, selection, diagnostics, helper_names, sources=None, fixable=None, whole_modules=False) -> _EngineRun:
+def _engine_findings(texts, configured, scanned, roots, checked, config, selection, diagnostics, helper_names, sources=None, fixable=None, whole_modules=False) -> _EngineRun:
     from cglint.engine.checker import Engine
     from cglint.engine.project import Project
 
@@ -266,7 +283,10 @@ def _engine_findings(texts, entry, roots, checked, config, selection, diagnostic
         project.add_root(root)
     rules = [rule() for rule in catalogue.rule_classes() if selection.runs(rule.code) and rule.scope != "runtime"]
     engine = Engine(project, rules, config.capture_functions, config.captured, on_error=lambda m, e: _internal(diagnostics, m, e))
-    modules = [m for m in (project.module_for_path(p, texts[p]) for p in entry) if m is not None]
+    kept, trees = _by_code(texts, scanned)
+    chosen = set(configured).union(kept)
+    entry = [p for p in texts if p in chosen]  # in the files' order, as discovery depends on it
+    modules = [m for m in (project.module_for_path(p, texts[p], trees.pop(p, None)) for p in entry) if m is not None]
     engine.discover_modules(modules)
     helpers = engine.helper_names() - helper_names
     if helpers:

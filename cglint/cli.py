@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--baseline", type=Path, metavar="FILE", help="report only findings not recorded in FILE")
     check.add_argument("--update-baseline", action="store_true", help="record the current findings in the --baseline FILE")
     check.add_argument("--no-cache", action="store_true", help="do not read or write the result cache")
-    check.add_argument("--jobs", "-j", type=int, default=None, metavar="N", help="worker processes")
+    check.add_argument("--jobs", "-j", type=int, default=None, metavar="N", help="accepted for compatibility: the check runs in one process")
     check.add_argument("--color", choices=("auto", "always", "never"), default="auto")
 
     rule = commands.add_parser("rule", help="explain one rule")
@@ -128,7 +128,6 @@ def run_check(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
-    jobs = args.jobs or os.cpu_count() or 1
     if sum(map(bool, (args.fix, args.diff, args.add_noqa, args.update_baseline))) > 1:
         raise UsageError("use one of --fix, --diff, --add-noqa and --update-baseline at a time")
     if args.update_baseline and args.baseline is None:
@@ -158,7 +157,7 @@ def run_check(args: argparse.Namespace) -> int:
         result = outcome.result
         notes.append(f"Fixed {_count(outcome.fixed)} in {_count(len(outcome.files), 'file')}." if outcome.fixed else "Nothing to fix.")
     else:
-        result = check_paths(paths, config, selection, force_exclude=args.force_exclude, use_cache=not args.no_cache, jobs=jobs)
+        result = check_paths(paths, config, selection, force_exclude=args.force_exclude, use_cache=not args.no_cache)
     findings = result.findings
     if args.add_noqa:
         _note(f"Added {_count(add_noqa(findings), 'noqa directive')}.")

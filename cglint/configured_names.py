@@ -5,7 +5,6 @@ which entry, where it is written, and the closest names the code defines.
 """
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -40,6 +39,8 @@ def diagnostics(
 ) -> list[Finding]:
     if not unresolved:
         return []
+    import difflib  # only when an entry names nothing: every other run starts without it
+
     known = sorted(defined_names(texts))
     config_text = _read(config_source)
     path = display(config_source) if config_source else "<configuration>"

@@ -106,10 +106,16 @@ def test_editing_a_file_nothing_reads_reuses_the_engines_findings(tree, capsys, 
     (tree / "data.py").write_text("def load(path):\n    with open(path) as f:\n        return f.read()\n")
     _engine_must_not_run(monkeypatch)
     assert check_json(["."], capsys) == cold
-    (tree / "data.py").write_text("def load(path:\n")  # a syntax error is still found
-    assert [f["code"] for f in check_json(["."], capsys)] == ["CG002", "CG102"]
+    # A syntax error in a file that no capture reaches and that holds no capture form is
+    # not reported, with the cache or without (README, "Syntax errors").
+    (tree / "data.py").write_text("def load(path:\n")
+    assert [f["code"] for f in check_json(["."], capsys)] == ["CG102"]
     monkeypatch.undo()
+    monkeypatch.chdir(tree)
     assert check_json(["--no-cache", "."], capsys) == check_json(["."], capsys)
+    # Once it names a capture form, the engine reads it, and reports its syntax error.
+    (tree / "data.py").write_text("import torch\ng = torch.cuda.CUDAGraph()\ndef load(path:\n")
+    assert [f["code"] for f in check_json(["."], capsys)] == ["CG002", "CG102"]
 
 
 def test_a_changed_file_that_now_calls_a_capture_helper_is_checked_again(tree, capsys):
@@ -151,3 +157,33 @@ def test_a_footprint_reads_back_as_it_was_stored(tree, capsys):
     assert again.engine[0].region is not None and again.engine[0].trace == footprint.engine[0].trace
     assert again.read == {str(tree / name) for name in ("run.py", "model.py", "helpers.py")}  # not data.py
     assert again.absent == footprint.absent and again.to_json() == stored
+
+
+def test_a_recorded_digest_is_used_while_the_file_is_unchanged_and_never_after_an_edit(tmp_path, monkeypatch):
+    from cglint import cache
+
+    module, folder = tmp_path / "m.py", tmp_path / ".cglint_cache"
+    module.write_text("x = 1\n")
+    monkeypatch.setattr(cache, "_RACY_NS", 0)  # trust what was written before the recording
+    first = cache.file_digests(folder, [module])
+    with monkeypatch.context() as patched:
+        patched.setattr(cache, "file_digest", lambda path: pytest.fail("an unchanged file was read again"))
+        assert cache.file_digests(folder, [module]) == first
+    # The same size, the old modification time put back: the change time still tells.
+    before = os.stat(module)
+    module.write_text("x = 2\n")
+    os.utime(module, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert cache.file_digests(folder, [module]) == {str(module): cache.digest(b"x = 2\n")} != first
+
+
+def test_a_digest_recorded_just_after_an_edit_is_not_trusted(tmp_path, monkeypatch):
+    from cglint import cache
+
+    module, folder = tmp_path / "m.py", tmp_path / ".cglint_cache"
+    module.write_text("x = 1\n")
+    cache.file_digests(folder, [module])
+    # Within the same tick of a coarse clock, an edit could keep every time: read it again.
+    read = []
+    monkeypatch.setattr(cache, "file_digest", lambda path: read.append(path) or "d")
+    cache.file_digests(folder, [module])
+    assert read == [module]

@@ -173,13 +173,13 @@ def test_usage_errors_exit_2(project, capsys):
 
 
 def test_unreadable_and_unparsable_files_are_findings_and_the_run_goes_on(project, capsys):
-    (project / "src/broken.py").write_text("import torch\ndef f(:\n    pass\n")
+    (project / "src/broken.py").write_text("import torch\ng = torch.cuda.CUDAGraph()\ndef f(:\n    pass\n")
     (project / "src/latin.py").write_bytes(b"x = '\xe9t\xe9'\n")
     (project / "src/cookie.py").write_bytes(b"# -*- coding: latin-1 -*-\nx = '\xe9t\xe9'\n")
     (project / "src/bom.py").write_bytes(b"\xef\xbb\xbf" + STEP.encode())
     code, out, _ = run(["check", "--format", "json", "src"], capsys)
     found = {(f["path"], f["code"], f["line"]) for f in json.loads(out)["findings"]}
-    assert ("src/broken.py", "CG002", 2) in found
+    assert ("src/broken.py", "CG002", 3) in found
     assert ("src/latin.py", "CG001", 1) in found
     assert not any(path == "src/cookie.py" for path, _, _ in found)
     assert ("src/bom.py", "CG101", 7) in found and ("src/train.py", "CG101", 6) in found
@@ -200,17 +200,23 @@ def test_a_broken_symbolic_link_named_on_the_command_line_is_an_unreadable_file(
     assert code == 1 and finding["code"] == "CG001" and "broken symbolic link" in finding["message"]
 
 
-def test_a_syntax_error_reads_the_same_whether_or_not_the_file_holds_a_capture(project, capsys):
-    # A file with a capture is parsed by libcst, one without only compiled by CPython: both
-    # report CPython's message at the line and column of the unclosed bracket.
+def test_syntax_errors_are_reported_where_a_capture_could_be_or_a_region_reaches(project, capsys):
+    # A file with a capture form and a module a region calls into are parsed: both report
+    # CPython's message at the line and column of the unclosed bracket. A file with no
+    # capture form that nothing reaches is never parsed (README, "Syntax errors").
     broken = "    y = foo(x\n\nz = 1\n"
     (project / "src/captured.py").write_text("import torch\n\ng = torch.cuda.CUDAGraph()\nwith torch.cuda.graph(g):\n" + broken)
+    (project / "src/app.py").write_text(
+        "import torch\nfrom reached import step\n\ng = torch.cuda.CUDAGraph()\nwith torch.cuda.graph(g):\n    step(1)\n"
+    )
+    (project / "src/reached.py").write_text("import os\n\n\nif os.sep:\n" + broken)
     (project / "src/plain.py").write_text("import os\n\n\nif os.sep:\n" + broken)
-    code, out, _ = run(["check", "--no-cache", "--format", "json", "src/captured.py", "src/plain.py"], capsys)
+    paths = ["src/app.py", "src/captured.py", "src/plain.py", "src/reached.py"]
+    code, out, _ = run(["check", "--no-cache", "--format", "json", *paths], capsys)
     found = [(f["path"], f["line"], f["column"], f["code"], f["message"]) for f in json.loads(out)["findings"]]
     assert found == [
         ("src/captured.py", 5, 12, "CG002", "syntax error: '(' was never closed"),
-        ("src/plain.py", 5, 12, "CG002", "syntax error: '(' was never closed"),
+        ("src/reached.py", 5, 12, "CG002", "syntax error: '(' was never closed"),
     ]
     code, out, _ = run(["check", "--no-cache", "src/captured.py"], capsys)
     assert "5 |     y = foo(x\n  |            ^\n" in out
@@ -278,7 +284,7 @@ def test_console_script_runs(tmp_path):
 
 def test_jobs_do_not_change_the_findings(project, capsys):
     files = {f"src/pkg/m{i}.py": f"def f{i}(x):\n    return x + {i}\n" for i in range(70)}
-    files["src/pkg/m7.py"] = "def f(:\n"
+    files["src/pkg/m7.py"] = "import torch\ng = torch.cuda.CUDAGraph()\ndef f(:\n"
     write_project(project, files)
     results = []
     for jobs in ("1", "2"):

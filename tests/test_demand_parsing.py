@@ -53,3 +53,143 @@ def test_functions_parsed_alone_equal_a_whole_parse():
 def test_functions_parsed_alone_equal_a_whole_parse_on_real_code():
     paths = sorted(_torch_package("cuda").rglob("*.py")) + [_torch_package("_tensor.py"), _torch_package("nn/modules/module.py")]
     assert sum(functions_parsed_alone_match(p) for p in paths) > 500
+
+
+# A model library: many modules define `forward` and many pipelines name the models; the
+# configured entries are one model's forward (by its full name), a block's forward (by a name
+# relative to its module) and a function of a module (by its module's name).
+LIBRARY = {
+    "lib/__init__.py": "",
+    "lib/models/__init__.py": "",
+    "lib/models/unet.py": """
+        import torch
+        from lib.layers import Block
+
+        class UNet(torch.nn.Module):
+            def forward(self, x):
+                if x.sum().item() > 0:
+                    x = x * 2
+                return Block()(x)
+        """,
+    "lib/layers.py": """
+        import torch
+
+        class Block(torch.nn.Module):
+            def forward(self, x):
+                return x.cpu()
+        """,
+    "lib/ops.py": """
+        def fused_step(x):
+            return x.nonzero()
+        """,
+    **{
+        f"lib/models/other{i}.py": f"""
+        import torch
+
+        class Other{i}(torch.nn.Module):
+            def forward(self, x):
+                return x.item()
+        """
+        for i in range(12)
+    },
+    **{
+        f"lib/pipelines/p{i}.py": f"""
+        from lib.models.unet import UNet
+
+        def run(x):
+            return UNet()(x).tolist()
+        """
+        for i in range(12)
+    },
+}
+
+
+def test_configured_entries_are_found_by_their_module_and_nothing_else_is_parsed(tmp_path, monkeypatch):
+    from .helpers import write_project
+
+    write_project(tmp_path, LIBRARY)
+    monkeypatch.chdir(tmp_path)
+    files, _ = discover([Path(".")], Config(root=tmp_path).excludes, tmp_path)
+    config = Config(root=tmp_path, captured=["lib.models.unet.UNet.forward", "Block.forward", "lib.ops.fused_step"])
+    fast = check_files(files, config)
+    assert [(f.path, f.line, f.code) for f in fast.findings] == [
+        ("lib/layers.py", 5, "CG102"),
+        ("lib/models/unet.py", 6, "CG101"),
+        ("lib/ops.py", 2, "CG105"),
+    ]
+    assert fast.findings == check_files(files, config, prefilter=False).findings
+    # The other models' forwards and the pipelines that name UNet are never parsed.
+    read = {p.relative_to(tmp_path.resolve()).as_posix() for p in fast.footprint.read}
+    assert read == {"lib/__init__.py", "lib/models/unet.py", "lib/layers.py", "lib/ops.py"}
+
+
+def test_the_byte_scan_knows_every_compile_form_the_engine_recognises():
+    from cglint.engine.api import tables
+    from cglint.engine.prefilter import CAPTURE_TOKENS
+
+    capture = tables().capture
+    for word in capture.cudagraph_modes | capture.cudagraph_backends | capture.cudagraph_options:
+        assert {f'"{word}"', f"'{word}'"} <= CAPTURE_TOKENS, word
+
+
+def test_compile_options_count_as_string_literals_only(tmp_path, monkeypatch):
+    from .helpers import write_project
+
+    write_project(tmp_path, {
+        # An inductor-style configuration module: says cudagraphs, compiles nothing.
+        "settings.py": "import config\n\nconfig.triton.cudagraphs = True\nuse_cudagraphs = config.triton.cudagraphs\n",
+        "serve.py": """
+            import torch
+
+            def build(model):
+                return torch.compile(model, options={'triton.cudagraphs': True})
+
+            def step(model, x):
+                return build(model)(x)
+            """,
+    })
+    monkeypatch.chdir(tmp_path)
+    files, _ = discover([Path(".")], Config(root=tmp_path).excludes, tmp_path)
+    result = check_files(files, Config(root=tmp_path))
+    assert {p.name for p in result.footprint.read} == {"serve.py"}
+
+
+def test_every_capture_token_holds_an_anchor_of_the_fast_scan():
+    from cglint.engine import prefilter
+
+    for token in prefilter.CAPTURE_TOKENS:
+        assert any(anchor in token for anchor in prefilter._ANCHORS), token
+        assert prefilter.can_capture(f"x = ({token})\n"), token
+    assert not prefilter.can_capture('HEADERS = ["c10/cuda/CUDAGraphsC10Utils.h"]\nmode = CUDAGraphMode.FULL\n')
+    assert prefilter.can_capture("from torch.cuda import CUDAGraph\n")
+
+
+def test_a_file_that_names_capture_forms_only_in_strings_and_comments_is_not_parsed(tmp_path, monkeypatch):
+    from cglint.engine import checker, prefilter
+
+    from .helpers import write_project
+
+    assert checker.CAPTURE_NAMES <= prefilter._CODE_NAMES  # every name discovery walks for
+    write_project(tmp_path, {
+        # torch's own docs and tracing rules: capture words in strings, no capture.
+        "docs.py": '''
+            """Use torch.cuda.graph(g) to capture; see CUDAGraph.replay()."""
+            RULES = {"torch.cuda.graphs.make_graphed_callables": "skip"}  # capture_begin
+            ''',
+        "runner.py": """
+            import torch
+
+            def graphed_step(step, x):
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    step(x).item()
+            """,
+        # A capture word in a comment and a syntax error: parsed, and the error reported.
+        "broken.py": "# torch.cuda.graph\ndef f(:\n",
+    })
+    monkeypatch.chdir(tmp_path)
+    files, _ = discover([Path(".")], Config(root=tmp_path).excludes, tmp_path)
+    result = check_files(files, Config(root=tmp_path))
+    assert {p.name for p in result.footprint.read} == {"runner.py", "broken.py"}
+    assert [(f.path, f.code) for f in result.findings] == [("broken.py", "CG002"), ("runner.py", "CG101")]
+    assert result.findings == check_files(files, Config(root=tmp_path), prefilter=False).findings

@@ -27,7 +27,7 @@ def run(args, capsys):
 @pytest.fixture
 def fixtures(tmp_path, monkeypatch):
     shutil.copytree(FIXTURES, tmp_path / "fixtures")
-    (tmp_path / "fixtures/broken.py").write_text("import torch\ndef f(:\n")
+    (tmp_path / "fixtures/broken.py").write_text("import torch\ng = torch.cuda.CUDAGraph()\ndef f(:\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("CGLINT_OUTPUT_FORMAT", raising=False)
     return tmp_path

@@ -264,7 +264,7 @@ def _cli_json(args: list[str], cwd: Path, seed: str) -> dict:
 
 
 def test_output_is_identical_across_processes_hash_seeds_and_jobs(tmp_path):
-    # Enough files (the fixtures, copied several times over) for --jobs to use worker processes.
+    # The fixtures, copied several times over; --jobs is accepted and must change nothing.
     tree = tmp_path / "tree"
     for copy in range(3):
         for project in fixture_projects():

@@ -44,11 +44,17 @@ def cli(capsys, *args: str) -> tuple[int, str, str]:
 
 # --- syntax and encodings ----------------------------------------------------------------
 
+# Names a capture form: a file that could capture is always parsed, and its syntax checked.
+CAPTURE_FORM = "import torch\ng = torch.cuda.CUDAGraph()\n"
+
+
 def test_syntax_error_is_reported_and_the_other_files_are_still_checked(tmp_path):
-    (tmp_path / "broken.py").write_text("def f(:\n    pass\n")
+    (tmp_path / "broken.py").write_text(CAPTURE_FORM + "def f(:\n    pass\n")
     (tmp_path / "good.py").write_text(CAPTURE + "    y = x.item()\n")
+    # No capture form and nothing reaches it: a general linter's business, not cglint's.
+    (tmp_path / "plain.py").write_text("def f(:\n    pass\n")
     found = check(tmp_path)
-    assert where(found) == {("broken.py", "CG002", 1), ("good.py", "CG101", 5)}
+    assert where(found) == {("broken.py", "CG002", 3), ("good.py", "CG101", 5)}
     broken = next(f for f in found if f.code == "CG002")
     # CPython's own words, which differ between its versions; the position does not.
     assert broken.message.startswith("syntax error: ") and broken.column == 7
@@ -113,7 +119,7 @@ def test_tab_indentation(tmp_path):
 
 
 def test_inconsistent_tabs_and_spaces(tmp_path):
-    (tmp_path / "m.py").write_text("if True:\n        x = 1\n\ty = 2\n")
+    (tmp_path / "m.py").write_text(CAPTURE_FORM + "if True:\n        x = 1\n\ty = 2\n")
     [finding] = check(tmp_path)
     assert finding.code == "CG002" and "tab" in finding.message.lower()
 
@@ -143,11 +149,11 @@ def test_file_of_50000_lines_with_a_capture(tmp_path):
 TOO_DEEP = "file is nested too deeply to parse (Python's own parser refuses it too)"
 NESTED = {  # name: (text, {(code, line, message or "" for a rule's): count})
     # CPython refuses these: cglint must say so, not crash (libcst's parser overflows its stack).
-    "parens_5000": ("x = " + "(" * 5000 + "1" + ")" * 5000 + "\n", {("CG002", 1, "syntax error: too many nested parentheses"): 1}),
+    "parens_5000": (CAPTURE_FORM + "x = " + "(" * 5000 + "1" + ")" * 5000 + "\n", {("CG002", 3, "syntax error: too many nested parentheses"): 1}),
     "unary_20000": (CAPTURE + "    y = " + "-" * 20000 + "x\n", {("CG002", 1, TOO_DEEP): 1}),
     "binop_5000": (CAPTURE + "    y = " + " + ".join(["x"] * 5000) + "\n", {("CG002", 1, TOO_DEEP): 1}),
-    "indent_120": ("".join(" " * i + f"if x{i}:\n" for i in range(120)) + " " * 120 + "pass\n",
-                   {("CG002", 101, "syntax error: too many levels of indentation"): 1}),
+    "indent_120": (CAPTURE_FORM + "".join(" " * i + f"if x{i}:\n" for i in range(120)) + " " * 120 + "pass\n",
+                   {("CG002", 103, "syntax error: too many levels of indentation"): 1}),
     # Valid, but deeper than Python's default recursion limit lets libcst walk: every hazard found.
     "binop_900": (CAPTURE + "    y = " + " + ".join(["x.item()"] * 900) + "\n", {("CG101", 5, ""): 900}),
     "brackets_190": (CAPTURE + "    y = " + "[" * 190 + "x.item()" + "]" * 190 + "\n", {("CG101", 5, ""): 1}),
@@ -440,3 +446,18 @@ def test_a_function_libcst_cannot_parse_alone_is_reported_at_its_line(tmp_path, 
 
     monkeypatch.setattr(source, "parse", refusing)
     assert where(check(tmp_path)) == {("runner.py", "CG002", 4), ("runner.py", "CG101", 8)}
+
+
+def test_paths_resolve_as_pathlib_resolves_them_through_links_and_parents(tmp_path, monkeypatch):
+    from cglint.discovery import forget_folders, resolved
+
+    (tmp_path / "real/pkg").mkdir(parents=True)
+    (tmp_path / "real/pkg/m.py").write_text("x = 1\n")
+    (tmp_path / "linked").symlink_to(tmp_path / "real")
+    (tmp_path / "real/alias.py").symlink_to(tmp_path / "real/pkg/m.py")
+    (tmp_path / "loop.py").symlink_to(tmp_path / "loop.py")
+    monkeypatch.chdir(tmp_path / "real/pkg")
+    forget_folders()
+    for text in ["m.py", "../alias.py", "../../linked/pkg/m.py", "../../linked/pkg/../alias.py", ".", "..", "nowhere/x.py", str(tmp_path / "linked/pkg")]:
+        assert resolved(Path(text)) == Path(text).resolve(), text
+    assert resolved(tmp_path / "loop.py") == tmp_path / "loop.py"  # a loop: the absolute path

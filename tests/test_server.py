@@ -55,7 +55,7 @@ def build(dim, static_x):
 
 BROKEN = """\
 import torch
-
+g = torch.cuda.CUDAGraph()
 
 def step(x:
     return x

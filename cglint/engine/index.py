@@ -2,6 +2,7 @@
 whole parse where there is no outline (or where --fix needs whole trees)."""
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
@@ -14,11 +15,17 @@ from cglint.engine.syntax import assigned_names, descendants, dotted_name
 
 
 def load_module(
-    name: str, file: source.SourceFile, is_package: bool, root: Path, whole: bool, on_error: Callable[[Path, source.SourceError], None]
+    name: str,
+    file: source.SourceFile,
+    is_package: bool,
+    root: Path,
+    whole: bool,
+    on_error: Callable[[Path, source.SourceError], None],
+    tree: Optional[ast.Module] = None,  # its `ast`, where already made
 ) -> Optional[ModuleInfo]:
     """Index the module: from a skeleton whose function bodies are parsed when walked, or,
     where `ast` cannot outline it (or `whole` is asked for), from a whole parse."""
-    outline = outline_of(file.text)
+    outline = outline_of(file.text, tree)
     if outline is not None and not whole:
         skeleton = source.parse(outline.skeleton, cpython_accepts=True)
         if not isinstance(skeleton, source.SourceError):

@@ -130,13 +130,14 @@ class Outline:
         return text, d.line - 1
 
 
-def outline_of(text: str) -> Optional[Outline]:
+def outline_of(text: str, tree: Optional[ast.Module] = None) -> Optional[Outline]:
     """The module's outline; None where `ast` cannot parse it or its lines are ambiguous
     (a lone carriage return or form feed counts differently in the two parsers): the
     module is then parsed whole, as before."""
     if "\f" in text or ("\r" in text and "\r" in text.replace("\r\n", "")):
         return None
-    tree = source.cpython_tree(text)  # parsed within CPython's limits: safe for libcst's parser
+    if tree is None:
+        tree = source.cpython_tree(text)  # parsed within CPython's limits: safe for libcst's parser
     if not isinstance(tree, ast.Module):
         return None
     lines = _LINE.findall(text)

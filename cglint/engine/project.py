@@ -7,15 +7,16 @@ reaches it. Qualified names ("pkg.model.Model.forward") resolve to definitions
 """
 from __future__ import annotations
 
+import ast
 import os
 from pathlib import Path
 from typing import Callable, Optional
 
 from cglint import source
-from cglint.discovery import module_name_for
+from cglint.discovery import module_name_for, resolved
 from cglint.engine.definitions import ClassInfo, Definition, FunctionInfo, ModuleInfo
 from cglint.engine.index import load_module
-from cglint.engine.prefilter import CAPTURE_TOKENS, mentions
+from cglint.engine.prefilter import can_capture
 from cglint.engine.syntax import dotted_name
 
 
@@ -82,8 +83,9 @@ class Project:
             self._lookups.clear()  # a name not found may be found under the new root
             self._capturing_lookups.clear()
 
-    def module_for_path(self, path: Path, text: Optional[str] = None) -> Optional[ModuleInfo]:
-        path = path.resolve()
+    def module_for_path(self, path: Path, text: Optional[str] = None, tree: Optional[ast.Module] = None) -> Optional[ModuleInfo]:
+        """The module at `path`; `tree` is its `ast` where the caller already made it."""
+        path = resolved(path)
         if text is None:
             text = self._given.get(path)
         if path in self._by_path:
@@ -96,7 +98,7 @@ class Project:
         file = source.SourceFile(path, self._display(path), text) if text is not None else source.load(
             path, self._display(path)
         )
-        if self.only_capturing and not isinstance(file, source.SourceError) and not mentions(file.text, CAPTURE_TOKENS):
+        if self.only_capturing and not isinstance(file, source.SourceError) and not can_capture(file.text):
             # While looking for capture helpers, a module without any capture form cannot
             # hold one: leave it unparsed (and unremembered) until a region reaches it.
             self._no_capture.add(path)
@@ -104,7 +106,7 @@ class Project:
         if isinstance(file, source.SourceError):
             self._on_error(path, file)
         else:
-            info = load_module(name, file, is_package, root, self.whole_modules, self._on_error)
+            info = load_module(name, file, is_package, root, self.whole_modules, self._on_error, tree)
         self._by_path[path] = info
         if info is not None:
             self._by_name.setdefault((root, name), info)

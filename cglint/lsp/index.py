@@ -56,7 +56,7 @@ class ProjectIndex:
     def index(self) -> None:
         """Check the whole project from disk (answered from the cache when nothing changed).
         In this process only: syntax-check workers forked from a server's threads can deadlock."""
-        result = check_paths([self.root], self.config, self.selection, use_cache=True, jobs=1)
+        result = check_paths([self.root], self.config, self.selection, use_cache=True)
         with self._lock:
             self.findings = result.findings
 
