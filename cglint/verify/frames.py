@@ -18,8 +18,11 @@ from typing import Optional
 
 # Test and tooling packages count as library too: hypothesis times garbage collections
 # from a gc callback, which can fire during a capture and looked like a user's timer call.
+# torch's own dependencies too (sympy and mpmath run under Dynamo and Inductor, triton's JIT
+# when a kernel compiles): their caches looked like the user's host containers.
 _LIBRARY_PACKAGES = ("torch", "triton", "functorch", "numpy", "_pytest", "pytest", "pluggy", "hypothesis", "coverage",
-                     "libcst", "rich")  # cglint's own dependencies, wherever they are installed
+                     "libcst", "rich",  # cglint's own dependencies, wherever they are installed
+                     "sympy", "mpmath", "networkx", "jinja2", "filelock", "fsspec", "typing_extensions")
 
 
 def _roots_of(paths) -> tuple[str, ...]:
@@ -44,6 +47,9 @@ _stdlib: tuple[str, ...] = ()
 _verdicts: dict[CodeType, bool] = {}
 verdicts = _verdicts  # read-only for others: the hot paths of the tracers look codes up here directly
 _THIRD_PARTY = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
+# Library packages installed but not imported when the folders were computed (triton is
+# imported by the first kernel compile, inside a capture).
+_LIBRARY_SEGMENTS = tuple(f"{root}{name}{os.sep}" for root in _THIRD_PARTY for name in _LIBRARY_PACKAGES)
 
 
 _loaded: tuple = ()  # the library packages' files when the folders were last computed
@@ -65,7 +71,7 @@ def _is_user_path(name: str) -> bool:
         # <frozen importlib...> is the interpreter's; <string> and <stdin> are the user's
         return not name.startswith("<frozen")
     path = os.path.abspath(name)
-    if path.startswith(_packages) or f"{os.sep}torchinductor_" in path:
+    if path.startswith(_packages) or f"{os.sep}torchinductor_" in path or any(s in path for s in _LIBRARY_SEGMENTS):
         return False  # torch.compile's generated code counts as torch
     return not path.startswith(_stdlib) or any(marker in path for marker in _THIRD_PARTY)
 

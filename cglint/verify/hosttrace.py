@@ -66,7 +66,8 @@ class HostTracer:
             if self._tool is not None:
                 frame = sys._getframe(1)
                 while frame is not None:  # the capture site's frame and those around it are running already
-                    if monitor.followed(frame.f_code) and frame.f_code not in self._codes:
+                    # Module code included: a script's `with torch.cuda.graph(g):` runs at top level.
+                    if frames.is_user_code(frame.f_code) and frame.f_code not in self._codes:
                         self._codes.add(frame.f_code)
                         sys.monitoring.set_local_events(self._tool, frame.f_code, sys.monitoring.events.CALL)
                     frame = frame.f_back

@@ -154,6 +154,8 @@ def _use(insts: list, j: int) -> str:
             continue
         if op == "GET_ITER":
             return BRANCH if depth == 1 else VALUE
+        if op == "BINARY_SLICE" and depth == 3:
+            return VALUE  # Python 3.12's `container[a:b]`: the container is the deepest of the three
         if op == "BUILD_SLICE" or op == "BINARY_SLICE":
             pops = ins.arg if op == "BUILD_SLICE" else 3
             if pops >= depth:
