@@ -406,8 +406,44 @@ torch.cuda.set_stream(side)
 with torch.cuda.graph(g):
     static_out = model(static_x)
 ''',
+        '''
+import torch
+
+def on_side_stream(model, x):
+    previous = torch.cuda.current_stream()
+    side = torch.cuda.Stream()
+    side.wait_stream(previous)  # forked from the capturing stream: still captured
+    torch.cuda.set_stream(side)
+    out = model(x)
+    previous.wait_stream(side)
+    torch.cuda.set_stream(previous)  # back to the stream the capture began on
+    return out
+
+with torch.cuda.graph(g):
+    static_out = on_side_stream(model, static_x)
+''',
     )
 
     def check(self, node, ctx):
-        if ctx.call_name(node) in ctx.api.streams.set_stream:
+        if ctx.call_name(node) in ctx.api.streams.set_stream and not _switch_kept_in_capture(node, ctx):
             yield node
+
+
+def _switch_kept_in_capture(call: cst.Call, ctx) -> bool:
+    """NeMo's conditional-node helper: `set_stream(body)` to a stream that begins its own
+    capture into a child graph (`cudaStreamBeginCaptureToGraph(body.cuda_stream, ...)`) or
+    was forked from the capturing stream (`body.wait_stream(...)`), and `set_stream(previous)`
+    back to the stream saved with `current_stream()`: neither leaves the capture."""
+    args = positional(call)
+    if not args or not isinstance(args[0], cst.Name):
+        return False
+    name = args[0].value
+    for node in descendants(ctx.function.node):
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) and (ctx.call_name(node.value) or "").endswith("current_stream"):
+            if any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets):
+                return True  # restoring the stream the code ran on
+        elif isinstance(node, cst.Call) and node is not call:
+            callee = code_of(node.func, limit=200)
+            if callee == f"{name}.wait_stream" or ("BeginCapture" in callee and name in code_of(node, limit=400)):
+                return True
+    return False

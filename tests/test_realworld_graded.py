@@ -98,8 +98,6 @@ STILL_REPORTED = {
     ("megatron-core", f"{MEGATRON}/transformer/attention.py", "CG101", 43),
     ("transformer-engine", f"{TE}/distributed.py", "CG904", 34),
     ("transformer-engine", f"{TE}/graph.py", "CG952", 33),
-    ("nemo-toolkit", "nemo/core/utils/cuda_python_utils.py", "CG806", 64),
-    ("nemo-toolkit", "nemo/core/utils/cuda_python_utils.py", "CG806", 74),
 }
 
 

@@ -47,8 +47,8 @@ def initializes_once(node: cst.If, stateful: Stateful, callees: Callees) -> bool
     """`if <not yet filled>: <fill it>`: a body that fills what its test checks for, so at a
     capture after warmup the test is false. The state must outlive a call (`stateful`); a
     local (`if out is None: out = torch.empty_like(x)`) is set anew on every call."""
-    if node.orelse is not None:
-        return False
+    # An `else:` (Transformer Engine: `if requires_update: select(); ... else: use the cached
+    # choice`) is the path every later call takes; only the body is warmup's.
     return _once(node.test, suite_nodes(node.body), stateful, callees)
 
 
