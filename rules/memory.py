@@ -10,7 +10,7 @@ from typing import Optional
 import libcst as cst
 
 from cglint.engine.captures import capture_method
-from cglint.engine.syntax import calls_in, code_of, is_true, keyword, positional
+from cglint.engine.syntax import calls_in, code_of, descendants, is_true, keyword, positional
 from cglint.rule import CAPTURE, REPLAY, Hit, Rule
 
 def _capture_call(node: cst.CSTNode) -> Optional[cst.Call]:
@@ -146,6 +146,16 @@ for bs in reversed([1, 2, 4, 8, 16, 32]):
     with torch.cuda.graph(graphs[bs], pool=pool):
         static_out = model(static_x[:bs])
 ''',
+        '''
+import torch
+
+pool = torch.cuda.graph_pool_handle()
+graphs = []
+for layer_no in range(num_layers):  # one graph per layer, all of one shape
+    graphs.append(torch.cuda.CUDAGraph())
+    with torch.cuda.graph(graphs[-1], pool=pool):
+        static_outs[layer_no] = layers[layer_no](static_x)
+''',
     )
 
     def check(self, node, ctx):
@@ -153,8 +163,30 @@ for bs in reversed([1, 2, 4, 8, 16, 32]):
         loop = _loop(node, ctx)
         if call is None or not isinstance(loop, cst.For) or not _pool_given(call, ctx):
             return
-        if _order(loop.iter, ctx) == "ascending":
+        if _order(loop.iter, ctx) == "ascending" and _sizes(loop, ctx):
             yield Hit(loop, {"loop": f"for {code_of(loop.target)} in {code_of(loop.iter)}"})
+
+
+def _sizes(loop: cst.For, ctx) -> bool:
+    """Whether the loop goes over sizes: its variable bounds a slice (`static_x[:bs]`) or sizes a
+    new tensor (`torch.zeros(bs, dim)`). `for l_no in range(num_layers)` (Transformer Engine's
+    per-layer captures) numbers graphs of one shape: their order costs nothing."""
+    if not isinstance(loop.iter, cst.Call) or ctx.call_name(loop.iter) != "range":
+        return True  # a list or sorted() of numbers: sizes, as serving engines write them
+    if not isinstance(loop.target, cst.Name):
+        return False
+    name = loop.target.value
+    for node in descendants(loop.body):
+        if isinstance(node, cst.Slice) and any(
+            part is not None and name in {n.value for n in (part, *descendants(part)) if isinstance(n, cst.Name)}
+            for part in (node.lower, node.upper)
+        ):
+            return True
+        if isinstance(node, cst.Call) and (ctx.call_name(node) or "").startswith("torch.") and any(
+            isinstance(a, cst.Name) and a.value == name for a in positional(node)
+        ):
+            return True
+    return False
 
 
 class EmptyCacheInCapture(Rule):

@@ -97,7 +97,6 @@ FALSE = [
 STILL_REPORTED = {
     ("megatron-core", f"{MEGATRON}/transformer/attention.py", "CG101", 43),
     ("transformer-engine", f"{TE}/distributed.py", "CG904", 34),
-    ("transformer-engine", f"{TE}/graph.py", "CG952", 33),
 }
 
 
