@@ -11,6 +11,7 @@ import libcst as cst
 
 from cglint.engine.captures import capture_method
 from cglint.engine.syntax import calls_in, code_of, descendants, is_true, keyword, positional
+from cglint.engine.values import Kind
 from cglint.rule import CAPTURE, REPLAY, Hit, Rule
 
 def _capture_call(node: cst.CSTNode) -> Optional[cst.Call]:
@@ -65,7 +66,7 @@ graphs = {}
 for bs in (64, 32, 16, 8):
     graphs[bs] = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graphs[bs]):  # expect: CG951
-        static_out = static_x[:bs] * 2
+        outputs[bs] = static_x[:bs] * 2
 ''',
     )
     valid = (
@@ -77,7 +78,7 @@ pool = torch.cuda.graph_pool_handle()
 for bs in (64, 32, 16, 8):
     graphs[bs] = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graphs[bs], pool=pool):
-        static_out = static_x[:bs] * 2
+        outputs[bs] = static_x[:bs] * 2
 ''',
     )
 
@@ -132,7 +133,7 @@ graphs = {}
 for bs in [1, 2, 4, 8, 16, 32]:  # expect: CG952
     graphs[bs] = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graphs[bs], pool=pool):
-        static_out = model(static_x[:bs])
+        outputs[bs] = model(static_x[:bs])
 ''',
     )
     valid = (
@@ -144,7 +145,7 @@ graphs = {}
 for bs in reversed([1, 2, 4, 8, 16, 32]):
     graphs[bs] = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graphs[bs], pool=pool):
-        static_out = model(static_x[:bs])
+        outputs[bs] = model(static_x[:bs])
 ''',
         '''
 import torch
@@ -296,6 +297,127 @@ def _static_output(expr: cst.BaseExpression, outputs: set) -> Optional[str]:
             expr = expr.value
         else:
             return None
+
+
+class CaptureLoopOutputRebound(Rule):
+    code = "CG958"
+    name = "capture-loop-output-rebound"
+    category = "memory"
+    severity = "warning"
+    summary = "Captures graphs in a loop and binds each one's output to the same name, so only the last graph's output is kept."
+    message = "`{name}` is bound to this graph's output on every pass of the capture loop; an earlier graph's output is dropped when the next capture rebinds it, {pooled}"
+    fix_hint = "Keep each graph's outputs with the graph: `outputs[bs] = model(static_x[:bs])`, and read `outputs[bs]` after `graphs[bs].replay()`."
+    why = """A captured graph writes its outputs to the addresses they had at capture. When
+    a loop captures one graph per size and assigns each output to the same variable, the
+    name ends up holding the last graph's output only: replaying an earlier graph updates a
+    tensor nobody can read, and code that reads the variable after it gets another graph's
+    values. With a shared `pool=` it is worse: the dropped output's memory returns to the pool
+    during the next capture, which may place its own tensors there, and replaying the earlier
+    graph then overwrites them."""
+    scope = CAPTURE
+    nodes = (cst.With,)
+    invalid = (
+        '''
+import torch
+
+pool = torch.cuda.graph_pool_handle()
+graphs = {}
+for bs in (8, 4, 2, 1):
+    graphs[bs] = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graphs[bs], pool=pool):
+        static_out = model(static_x[:bs])  # expect: CG958
+
+graphs[2].replay()
+print(static_out[:2])
+''',
+    )
+    valid = (
+        '''
+import torch
+
+pool = torch.cuda.graph_pool_handle()
+graphs, outputs = {}, {}
+for bs in (8, 4, 2, 1):
+    graphs[bs] = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graphs[bs], pool=pool):
+        outputs[bs] = model(static_x[:bs])
+
+graphs[2].replay()
+print(outputs[2])
+''',
+        '''
+import torch
+
+pool = torch.cuda.graph_pool_handle()
+graphs, outputs = {}, {}
+for bs in (8, 4, 2, 1):
+    graphs[bs] = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graphs[bs], pool=pool):
+        out = model(static_x[:bs])
+    outputs[bs] = out  # kept per graph after the block
+''',
+    )
+
+    def check(self, node, ctx):
+        call = _capture_call(node)
+        loop = _loop(node, ctx)
+        if call is None or loop is None:
+            return
+        kept = _kept_after(node, loop)
+        graph = (positional(call) or [None])[0]
+        if isinstance(graph, cst.Name) and graph.value not in kept | _loop_targets(loop):
+            return  # one graph per pass, replayed and dropped in the pass: its output is read there
+        read_later = set().union(*(_names(s) for s in ctx.after(loop)))
+        for statement in node.body.body:
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in statement.body:
+                if not isinstance(small, cst.Assign) or ctx.value(small.value).kind not in (Kind.TENSOR, Kind.UNKNOWN):
+                    continue
+                for target in (t.target for t in small.targets):
+                    # An attribute outlives the loop (a runner's `self.static_out`); a local
+                    # counts when code after the loop reads it (not a temporary of the block).
+                    if isinstance(target, cst.Attribute) and code_of(target) not in kept:
+                        name = code_of(target)
+                    elif isinstance(target, cst.Name) and target.value not in kept and target.value in read_later:
+                        name = target.value
+                    else:
+                        continue
+                    pooled = ("and the shared pool lets the next capture reuse its memory, which replaying the earlier graph overwrites"
+                              if _pool_given(call, ctx) else "so replaying an earlier graph updates a tensor no name holds")
+                    yield Hit(small, {"name": name, "pooled": pooled})
+                    return
+
+
+def _names(node: cst.CSTNode) -> set[str]:
+    return {n.value for n in (node, *descendants(node)) if isinstance(n, cst.Name)}
+
+
+def _loop_targets(loop: cst.CSTNode) -> set[str]:
+    return _names(loop.target) if isinstance(loop, cst.For) else set()
+
+
+def _kept_after(block: cst.With, loop: cst.CSTNode) -> set[str]:
+    """Names whose values the loop body stores per pass (`outputs[bs] = out`, `outs.append(out)`,
+    `self.outputs[bs] = out`), also through names computed from them (Transformer Engine's
+    `flat, spec = _tree_flatten(outputs)` before `static_outputs[i] = tuple(flat)`)."""
+    kept: set[str] = set()
+    flows: list[tuple[set[str], set[str]]] = []  # (names assigned, names they are computed from)
+    for node in descendants(loop.body):
+        if isinstance(node, cst.Assign):
+            if any(isinstance(t.target, cst.Subscript) for t in node.targets):
+                kept |= _names(node.value) | {code_of(n) for n in (node.value, *descendants(node.value)) if isinstance(n, cst.Attribute)}
+            flows.append((set().union(*(_names(t.target) for t in node.targets)), _names(node.value)))
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in ("append", "insert", "setdefault", "update"):
+            kept |= set().union(*(_names(a.value) for a in node.args))
+    changed = True
+    while changed:
+        changed = False
+        for targets, sources in flows:
+            if targets & kept and not sources <= kept:
+                kept |= sources
+                changed = True
+    return kept
 
 
 class OutputKeptAcrossReplays(Rule):

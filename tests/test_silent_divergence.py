@@ -32,3 +32,36 @@ def test_divergence_is_located_at_its_line(case):
     config = Config(root=root if root.is_dir() else CASES)
     found = check_paths([root], config, Selection.of(config, select=SELECT)).findings
     assert by_file(found, root if root.is_dir() else CASES) == _expected(root)
+
+
+def test_graphs_sharing_a_pool_keep_only_the_last_output(tmp_path):
+    # A serving engine's capture loop: one graph per batch size, one shared pool, and the output
+    # bound to one name. Replaying the bs=4 graph updates an output no name holds, and the
+    # dropped outputs' memory goes back to the pool for the next capture.
+    (tmp_path / "engine.py").write_text(
+        "import torch\n"
+        "\n"
+        "class Runner:\n"
+        "    def __init__(self, model, max_bs=8):\n"
+        "        self.model = model\n"
+        "        self.static_x = torch.zeros(max_bs, 64, device='cuda')\n"
+        "        self.pool = torch.cuda.graph_pool_handle()\n"
+        "        self.graphs = {}\n"
+        "\n"
+        "    def capture_all(self):\n"
+        "        for bs in (8, 4, 2, 1):\n"
+        "            self.graphs[bs] = torch.cuda.CUDAGraph()\n"
+        "            with torch.cuda.graph(self.graphs[bs], pool=self.pool):\n"
+        "                self.static_out = self.model(self.static_x[:bs])\n"
+        "                logits = self.static_out.float()  # a temporary of the block\n"
+        "\n"
+        "    def run(self, x):\n"
+        "        bs = x.shape[0]\n"
+        "        self.static_x[:bs].copy_(x)\n"
+        "        self.graphs[bs].replay()\n"
+        "        return self.static_out[:bs]\n",
+        encoding="utf-8",
+    )
+    config = Config(root=tmp_path)
+    found = check_paths([tmp_path], config, Selection.of(config, select=["CG958"])).findings
+    assert {(f.code, f.line) for f in found} == {("CG958", 14)}
