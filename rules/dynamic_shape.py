@@ -61,6 +61,13 @@ def host_reads(expr: cst.BaseExpression, ctx) -> Iterator[cst.BaseExpression]:
     return (read for read in reads(expr, opens) if not ctx.is_tensor(read))
 
 
+def _closure_cell(read: cst.BaseExpression, ctx) -> bool:
+    """A variable of the enclosing function (`temperature` in a sampler a factory returned): a
+    Python value the closure reads at capture, whatever its kind, and a `nonlocal` setter
+    rebinds; the graph keeps the value it had then."""
+    return isinstance(read, cst.Name) and ctx.function.parent is not None and not ctx.is_local(read.value)
+
+
 def changing_number(read: cst.BaseExpression, ctx):
     """How a Python number read by captured code changes between replays, or None.
 
@@ -68,7 +75,8 @@ def changing_number(read: cst.BaseExpression, ctx):
     in place). A module global that a function only reassigns is a setting stored once
     at start-up (`def init(tp): global TP; TP = tp`); it counts when it is updated
     (`+=`) or changed in the replay loop."""
-    if ctx.value(read).kind != Kind.HOST:
+    kind = ctx.value(read).kind
+    if kind != Kind.HOST and not (kind == Kind.UNKNOWN and _closure_cell(read, ctx)):
         return None
     state = ctx.changing_state(read, any_write=True)
     if not state:

@@ -65,3 +65,47 @@ def test_graphs_sharing_a_pool_keep_only_the_last_output(tmp_path):
     config = Config(root=tmp_path)
     found = check_paths([tmp_path], config, Selection.of(config, select=["CG958"])).findings
     assert {(f.code, f.line) for f in found} == {("CG958", 14)}
+
+
+def test_closure_variable_set_through_nonlocal_between_replays(tmp_path):
+    # A factory returns the captured sampler and its setter; the setter rebinds the closure's
+    # `temperature` with `nonlocal` between replays. The clean twin keeps it in a device tensor.
+    (tmp_path / "sampling.py").write_text(
+        "import torch\n"
+        "\n"
+        "def make_sampler(model, temperature, scale):\n"
+        "    def set_temperature(t):\n"
+        "        nonlocal temperature\n"
+        "        temperature = t\n"
+        "\n"
+        "    def set_scale(s):\n"
+        "        scale.fill_(s)\n"
+        "\n"
+        "    def sample(x):\n"
+        "        logits = model(x) * scale\n"
+        "        return torch.softmax(logits / temperature, dim=-1)\n"
+        "\n"
+        "    return sample, set_temperature, set_scale\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "serve.py").write_text(
+        "import torch\n"
+        "from sampling import make_sampler\n"
+        "\n"
+        "model = torch.nn.Linear(16, 16).cuda()\n"
+        "scale = torch.ones((), device='cuda')\n"
+        "sample, set_temperature, set_scale = make_sampler(model, 1.0, scale)\n"
+        "static_x = torch.randn(4, 16, device='cuda')\n"
+        "sample(static_x)\n"
+        "g = torch.cuda.CUDAGraph()\n"
+        "with torch.cuda.graph(g):\n"
+        "    probs = sample(static_x)\n"
+        "for t in (0.5, 2.0):\n"
+        "    set_temperature(t)\n"
+        "    set_scale(t)\n"
+        "    g.replay()\n",
+        encoding="utf-8",
+    )
+    config = Config(root=tmp_path)
+    found = check_paths([tmp_path], config, Selection.of(config, select=SELECT)).findings
+    assert by_file(found, tmp_path) == {("sampling.py", "CG601", 13)}

@@ -52,6 +52,7 @@ class Value:
     data: bool = False
     origin: Optional[Origin] = field(default=None, compare=False)
     const: Any = None  # the Python constant a value is known to hold (PY_NONE for None); None: not known
+    items: tuple = ()  # the values of a tuple a project function returns (`return step, set_scale`)
 
     @property
     def is_tensor(self) -> bool:
@@ -246,6 +247,39 @@ def _is_tensor_check(call: cst.Call, scope: "Scope") -> Optional[bool]:
     return None
 
 
+def returned_closures(function: FunctionInfo, project) -> Value:
+    """What a factory returns when it returns functions it defines (`return sample,
+    set_temperature`): the closures, so that calls of them are followed and a `nonlocal`
+    written by one and read by the other is seen. Anything else: unknown."""
+    return project.cached(("returned-closures", function.key), lambda: _closures(function), UNKNOWN)  # type: ignore[return-value]
+
+
+def _closures(function: FunctionInfo) -> Value:
+    node = function.node
+    if not isinstance(node, cst.FunctionDef) or not isinstance(node.body, cst.IndentedBlock):
+        return UNKNOWN
+    nested = {
+        stmt.name.value: FunctionInfo(function.module, stmt, stmt.name.value, f"{function.qualname}.{stmt.name.value}", None, function)
+        for stmt in node.body.body if isinstance(stmt, cst.FunctionDef)
+    }
+    if not nested:
+        return UNKNOWN
+    returns = [s.value for stmt in node.body.body if isinstance(stmt, cst.SimpleStatementLine)
+               for s in stmt.body if isinstance(s, cst.Return) and s.value is not None]
+    if len(returns) != 1:
+        return UNKNOWN
+
+    def closure(expr: cst.BaseExpression) -> Value:
+        found = nested.get(expr.value) if isinstance(expr, cst.Name) else None
+        return Value(Kind.OBJECT, targets=(found,)) if found is not None else UNKNOWN
+
+    value = returns[0]
+    if isinstance(value, (cst.Tuple, cst.List)):
+        items = tuple(closure(e.value) for e in value.elements)
+        return Value(Kind.OBJECT, items=items) if any(i.targets for i in items) else UNKNOWN
+    return closure(value)
+
+
 def _compare(left: Value, part: cst.ComparisonTarget, scope: "Scope") -> Optional[bool]:
     right = evaluate(part.comparator, scope)
     op = part.operator
@@ -349,7 +383,9 @@ def _call_qualified(call: cst.Call, qualified: str, scope: "Scope") -> Value:
     definition = scope.project.resolve(qualified, scope.module)
     if isinstance(definition, ClassInfo):
         return Value(Kind.OBJECT, targets=(definition,), tag=scope.class_tag(definition))
-    if isinstance(definition, (FunctionInfo, ModuleInfo)):
+    if isinstance(definition, FunctionInfo):
+        return returned_closures(definition, scope.project)
+    if isinstance(definition, ModuleInfo):
         return UNKNOWN
     if qualified in t.values.host_functions or qualified in t.values.host_builtins:
         args = [evaluate(a, scope) for a in positional(call)]

@@ -270,6 +270,8 @@ class Walker:
             for index, element in enumerate(target.elements):
                 if items is not None and index < len(items) and not isinstance(element, cst.StarredElement):
                     self.bind(element.value, evaluate(items[index].value, self.scope), items[index].value)
+                elif index < len(value.items) and not isinstance(element, cst.StarredElement):
+                    self.bind(element.value, value.items[index])  # closures a factory returned
                 else:
                     # Unpacking a tensor-valued result (topk, a module returning a tuple) gives tensors.
                     self.bind(element.value, Value(value.kind) if value.is_tensor else UNKNOWN)
