@@ -17,7 +17,7 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from cglint.engine.syntax import call_method, code_of, descendants, positional
+from cglint.engine.syntax import call_method, code_of, descendants, keyword, positional
 from cglint.engine.values import Kind
 from cglint.rule import COMPILED, REPLAY, Hit, Rule
 from cglint.rules.control_flow import HostStateCondition, TensorCondition
@@ -324,13 +324,37 @@ _MARK_STEP = "torch.compiler.cudagraph_mark_step_begin"
 
 
 def _compiled_call_in(node: cst.CSTNode, ctx):
-    """The first call of a function compiled with CUDA graphs in `node` (itself included), and its capture."""
+    """The first call of a function compiled with CUDA graphs in `node` (itself included), and
+    its capture. A function CUDA-graph trees skip (see `_skipped`) runs eagerly: its outputs
+    are fresh tensors and keeping them is safe."""
     for inner in [node, *descendants(node)]:
         if isinstance(inner, cst.Call):
             capture = ctx.compiled_capture(inner)
-            if capture is not None:
+            if capture is not None and not any(_skipped(t, ctx) for t in capture.targets):
                 return inner, capture
     return None, None
+
+
+def _skipped(function, ctx) -> bool:
+    """What CG957 reports, read from the compiled function's own body: a tensor created on the
+    CPU (a factory with no `device=`) or a tensor argument written in place. On the GPU, torch
+    skipped CUDA graphs for such a function ("skipping cudagraphs due to ...") and kept
+    outputs were not overwritten (fixtures/compiled_mode/scoring.py)."""
+    node = getattr(function, "node", None)
+    if not isinstance(node, cst.FunctionDef):
+        return False
+    params = {p.name.value for p in function.params}
+    for inner in descendants(node):
+        if not isinstance(inner, cst.Call):
+            continue
+        name = ctx.call_name(inner) or ""
+        if name in ctx.api.factories.creation and not name.endswith("_like") and keyword(inner, "device") is None:
+            return True
+        method = call_method(inner)
+        if method is not None and method[1].endswith("_") and not method[1].startswith("_"):
+            if isinstance(method[0], cst.Name) and method[0].value in params:
+                return True
+    return False
 
 
 def _marks_steps(node: cst.CSTNode, ctx) -> bool:
