@@ -96,13 +96,7 @@ class ApiMode(TorchFunctionMode):
         self.inst = inst
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        profile, trace = _getprofile(), _gettrace()
-        profile = profile if profile in own_hooks else None
-        trace = trace if trace in own_hooks else None
-        if profile is not None:
-            _setprofile(None)
-        if trace is not None:
-            _settrace(None)
+        profile, trace = _mute()
         try:
             name = getattr(func, "__name__", "")
             if name in classify.CALL_NAMES or (kwargs and not classify.CALL_KWARGS.isdisjoint(kwargs)):
@@ -142,6 +136,19 @@ class ApiMode(TorchFunctionMode):
 _RUNS_USER_CODE = frozenset({"backward", "grad", "apply", "vjp", "jvp", "vmap", "checkpoint"})
 
 
+def _mute() -> tuple[Any, Any]:
+    """Switch off our own host tracer and guard collector (not a debugger's) while torch's code
+    runs; `_unmute` puts back what this returns."""
+    profile, trace = _getprofile(), _gettrace()
+    profile = profile if profile in own_hooks else None
+    trace = trace if trace in own_hooks else None
+    if profile is not None:
+        _setprofile(None)
+    if trace is not None:
+        _settrace(None)
+    return profile, trace
+
+
 def _unmute(profile: Any, trace: Any) -> tuple[None, None]:
     if trace is not None:
         _settrace(trace)
@@ -160,13 +167,7 @@ class OpMode(TorchDispatchMode):
         self.mutated: dict[int, "weakref.ref[torch.Tensor]"] = {}  # tensors from before the run written in place
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        profile, trace = _getprofile(), _gettrace()
-        profile = profile if profile in own_hooks else None
-        trace = trace if trace in own_hooks else None
-        if profile is not None:
-            _setprofile(None)
-        if trace is not None:
-            _settrace(None)
+        profile, trace = _mute()
         kwargs = kwargs or {}
         inst = self.inst
         facts = _facts.get(func) or _op_facts(func)
