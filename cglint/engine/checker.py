@@ -373,6 +373,7 @@ class Engine:
         if self._replay_writes is None:
             writes: dict[tuple, FunctionInfo] = {}
             between, before = set(), set()
+            capturing = {c.function.key for c in self._captures.values() if c.function is not None}
             for caller, callees, after_capture in self._host_calls:
                 if isinstance(callees, tuple):
                     call, env = callees
@@ -382,12 +383,12 @@ class Engine:
                     # A constructor builds a new object: the captured one keeps its state.
                     if not isinstance(function, FunctionInfo) or function.name in ("__init__", "__post_init__"):
                         continue
-                    if any(self.captures_in(f) for f in reachable(self.project, function)):
-                        continue  # rebuilds the state and captures again (NeMo's `_graph_reinitialize`)
                     (between if in_loop else before).add(function.key)
-                    if in_loop:
-                        for key in writes_of(self.project, function):
-                            writes.setdefault(key, function)
+                    changed = writes_of(self.project, function) if in_loop else ()
+                    if changed and any(f.key in capturing for f in reachable(self.project, function)):
+                        continue  # rebuilds the state and captures again (NeMo's `_graph_reinitialize`)
+                    for key in changed:
+                        writes.setdefault(key, function)
             self._replay_writes = (writes, before - between)
         return self._replay_writes
     def replay_receivers(self, function: FunctionInfo) -> list:

@@ -410,10 +410,12 @@ class Walker:
         if not self.in_region:
             resolved = [function for function, _ in callees]
             self.engine.note_host_call(self.function, resolved, node, {} if resolved else dict(self.scope.env), self.after_capture)
-            if not resolved and self.engine.project.only_capturing and self.engine.between_replays(self.function, self.after_capture):
+            if not resolved and self.engine.project.only_capturing and self.after_capture:
                 # `model = Decoder()` was evaluated without the modules that hold no capture
                 # form, so `model.set_temperature(t)` in the replay loop resolved to nothing:
-                # walk again with every module, as for capture targets.
+                # walk again with every module, as for capture targets. Only after a capture
+                # in this function (a script, a serving loop): library `replay()` wrappers
+                # would cost a second walk each for nothing.
                 self.engine.defer(self.function, self.initial_env)
             if (call_method(node) or (None, ""))[1] in ("train", "eval"):
                 self.engine.note_mode_switch(self.function, self.after_capture)
