@@ -395,3 +395,41 @@ def test_state_rebuilt_by_a_function_that_captures_again_is_not_stale(tmp_path):
         select=["CG601", "CG202"],
     )
     assert codes_lines(found) == set()
+
+
+def test_cache_searched_with_for_else_is_filled_at_warmup(tmp_path):
+    # Transformer Engine: the attention backend for a set of parameters is looked up in a
+    # small list; only a miss (the `else` of the search loop) selects it, logging the choice.
+    found = findings(
+        tmp_path,
+        {
+            "select.py": """
+            import logging
+
+            logger = logging.getLogger(__name__)
+            _backend_cache = []
+
+            def select_backend(params):
+                logger.debug("selecting for %s", params)
+                return "flash"
+
+            def backend_for(params):
+                for index, (cached_params, cached) in enumerate(_backend_cache):
+                    if cached_params == params:
+                        selection = cached
+                        break
+                else:
+                    selection = select_backend(params)
+                    _backend_cache.append((params, selection))
+                logger.info("running with %s", selection)
+                return selection
+
+            def attention(x, heads):
+                backend_for((heads, 64))
+                return x
+            """,
+            "run.py": capture_script("from select import attention", "y = attention(x, 8)"),
+        },
+        select=HOST,
+    )
+    assert codes_lines(found) == {("CG502", 18)}

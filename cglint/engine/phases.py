@@ -88,6 +88,21 @@ def returns_once_filled(node: cst.CSTNode, rest: list, stateful: Stateful, calle
     )
 
 
+def fills_searched_cache(node: cst.For, stateful: Stateful, callees: Callees) -> bool:
+    """`for entry in cache: if entry.key == key: ...; break` with an `else:` that computes and
+    stores the entry (Transformer Engine's backend choice, kept in a small list): the `else`
+    runs on a miss, which warmup already had; at capture the loop finds the entry."""
+    if node.orelse is None:
+        return False
+    container = node.iter
+    while isinstance(container, cst.Call) and dotted_name(container.func) in ("enumerate", "reversed", "list", "tuple") and container.args:
+        container = container.args[0].value
+    if not stateful(container):
+        return False
+    test = StateTest("item", code_of(container, 400), False)
+    return _fills(suite_nodes(node.orelse.body), test, callees, _FOLLOW_DEPTH)
+
+
 def suite_body(suite: cst.BaseSuite) -> list:
     """The statements of a block (the small statements of a one-line `if x: return y`)."""
     return list(suite.body)

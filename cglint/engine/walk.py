@@ -24,7 +24,7 @@ from cglint.engine.captures import CaptureKind
 from cglint.engine.context import Context
 from cglint.engine.definitions import ClassInfo, FunctionInfo
 from cglint.engine.scope import Scope
-from cglint.engine.phases import ends_with, initializes_once, returns_once_filled, suite_body
+from cglint.engine.phases import ends_with, fills_searched_cache, initializes_once, returns_once_filled, suite_body
 from cglint.engine.syntax import assigned_names, call_method, children, code_of, descendants, dotted_name, positional
 from cglint.engine.values import HOST, UNKNOWN, Kind, Value, evaluate, truth
 
@@ -119,7 +119,8 @@ class Walker:
                 self.note_loop_variable(node)
             self.bind(node.target, self.element_of(node.iter))
             self.block(suite_body(node.body))
-            if node.orelse is not None:
+            searched = self.in_region and self.mode is Mode.REGION and fills_searched_cache(node, self.stateful, self.project_callees)
+            if node.orelse is not None and not searched:
                 self.block(suite_body(node.orelse.body))
         elif isinstance(node, cst.While):
             self.dispatch(node)
