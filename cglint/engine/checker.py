@@ -197,7 +197,7 @@ class Engine:
                 continue
             if function.name == "__init__" and function.cls is not None:
                 names.add(function.cls.name)
-            elif not function.name.startswith("__"):
+            elif not function.name.startswith("__") and function.name not in _GENERIC_NAMES:
                 names.add(function.name)
         return names
 
@@ -587,6 +587,11 @@ class Engine:
                         walker.function,
                     )
                 )
+
+
+# Method names too common to scan files for (nearly every model file says `forward`): a
+# capture inside one of them is found, its callers elsewhere are not read for replay loops.
+_GENERIC_NAMES = frozenset({"forward", "run", "step", "call", "main", "execute", "apply", "setup", "build", "init", "start"})
 
 
 def _matching(table: dict, key: tuple) -> list[tuple]:
