@@ -5,9 +5,12 @@ skip it). Code that runs only on a first call has therefore already run, and at 
 its condition is false or its result is cached:
 
 - lazy initialisation: `if self.table is None: self.table = torch.as_tensor(...)`,
-  `if not hasattr(self, "cos"): self.cos = ...`, `if not self._ready: ...; self._ready = True`;
-- memo dicts: `if key not in self._cache: self._cache[key] = build(key)`;
-- functions cached on first use: `@functools.lru_cache`, `@functools.cache`.
+  `if not hasattr(self, "cos"): self.cos = ...`, `if not self._ready: ...; self._ready = True`,
+  a flag the body clears, tests joined with `and` / `or`;
+- memos: `if key not in self._cache: self._compile(key)` (filled here or one helper away),
+  `if params != cache["params"]:` (a copy of the inputs compared), `if key in cache: return
+  cache[key]` before the code that fills it, a `for ... else` search of a cache filled on a miss;
+- functions cached on first use: `@functools.lru_cache`, a project's `@cache_once`, `*_once()`.
 
 Reporting their bodies as captured was a large share of the false positives on real engine
 code (a `torch.as_tensor(..., device=...)` or a log line inside a lazy initialiser).
