@@ -351,9 +351,8 @@ def _skipped(function, ctx) -> bool:
         if name in ctx.api.factories.creation and not name.endswith("_like") and keyword(inner, "device") is None:
             return True
         method = call_method(inner)
-        if method is not None and method[1].endswith("_") and not method[1].startswith("_"):
-            if isinstance(method[0], cst.Name) and method[0].value in params:
-                return True
+        if method is not None and _in_place(method[1]) and isinstance(method[0], cst.Name) and method[0].value in params:
+            return True
     return False
 
 
@@ -587,10 +586,15 @@ def decode_step(model, x, positions):
                 yield Hit(node, {"reason": "creates a tensor on the CPU", "cause": "cpu device"})
                 return
             method = ctx.method(node)
-            if method is not None and method[1].endswith("_") and not method[1].startswith("_") and _argument_of_target(method[0], ctx):
+            if method is not None and _in_place(method[1]) and _argument_of_target(method[0], ctx):
                 yield Hit(node, {"reason": f"writes into the argument `{code_of(method[0])}` in place", "cause": "mutated inputs"})
         elif _argument_of_target(node.target, ctx) and ctx.is_tensor(node.target):
             yield Hit(node, {"reason": f"writes into the argument `{code_of(node.target)}` in place", "cause": "mutated inputs"})
+
+
+def _in_place(method: str) -> bool:
+    """`x.clamp_(...)`, `x.copy_(...)`: torch's in-place methods end in one underscore."""
+    return method.endswith("_") and not method.startswith("_")
 
 
 def _argument_of_target(expr: cst.BaseExpression, ctx) -> bool:

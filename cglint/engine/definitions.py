@@ -47,6 +47,10 @@ class FunctionInfo:
     def __repr__(self) -> str:
         return f"<function {self.module.name}.{self.qualname}>"
 
+    def nested(self, node: cst.FunctionDef) -> "FunctionInfo":
+        """A function defined inside this one (a closure)."""
+        return FunctionInfo(self.module, node, node.name.value, f"{self.qualname}.{node.name.value}", None, self)
+
     @property
     def node(self) -> Union[cst.FunctionDef, cst.Lambda, cst.Module]:
         if self._node is None:

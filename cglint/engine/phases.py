@@ -195,8 +195,7 @@ def _fills_in_callee(call: cst.Call, test: StateTest, callees: Callees, depth: i
             if not (function.is_method and function.params):
                 continue
             renamed = test._replace(text=function.params[0].name.value + test.text[len(receiver.value):])
-        nodes = [n for stmt in suite_body(function.node.body) for n in (stmt, *descendants(stmt))]
-        if _fills(nodes, renamed, callees, depth - 1):
+        if _fills(suite_nodes(function.node.body), renamed, callees, depth - 1):
             return True
     return False
 

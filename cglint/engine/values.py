@@ -258,10 +258,7 @@ def _closures(function: FunctionInfo) -> Value:
     node = function.node
     if not isinstance(node, cst.FunctionDef) or not isinstance(node.body, cst.IndentedBlock):
         return UNKNOWN
-    nested = {
-        stmt.name.value: FunctionInfo(function.module, stmt, stmt.name.value, f"{function.qualname}.{stmt.name.value}", None, function)
-        for stmt in node.body.body if isinstance(stmt, cst.FunctionDef)
-    }
+    nested = {stmt.name.value: function.nested(stmt) for stmt in node.body.body if isinstance(stmt, cst.FunctionDef)}
     if not nested:
         return UNKNOWN
     returns = [s.value for stmt in node.body.body if isinstance(stmt, cst.SimpleStatementLine)

@@ -298,7 +298,7 @@ class Walker:
             self.expr(decorator.decorator)
         if isinstance(self.function.node, cst.Module):
             return  # module-level functions are indexed and resolved by name
-        nested = FunctionInfo(self.function.module, node, node.name.value, f"{self.function.qualname}.{node.name.value}", None, self.function)
+        nested = self.function.nested(node)
         self.scope.env[node.name.value] = Value(Kind.OBJECT, targets=(nested,))
         if self.mode is Mode.DISCOVER:
             self.engine.discover(nested, dict(self.scope.env))
