@@ -214,9 +214,12 @@ class Instrumented:
         sessions.end()
 
 
-PARTS = (("all", {}), ("without the torch hooks", {"torch_modes": False}), ("without the host tracer", {"host": False}),
+PARTS = (("all", {}), ("without the torch hooks", {"api_mode": False, "op_mode": False}),
+         ("without the dispatch mode (TorchDispatchMode)", {"op_mode": False}),
+         ("without the function mode (TorchFunctionMode)", {"api_mode": False}),
+         ("without the host tracer", {"host": False}),
          ("without the guard collector", {"guard_reads": False}),
-         ("none (capture patches only)", {"torch_modes": False, "host": False, "guard_reads": False}))
+         ("none (capture patches only)", {"api_mode": False, "op_mode": False, "host": False, "guard_reads": False}))
 
 
 @contextlib.contextmanager
@@ -230,8 +233,10 @@ def without(off: dict[str, bool]):
         original(self, *args, **kwargs)
         if "host" in off:
             self._host = None
-        if "torch_modes" in off:
-            self.torch_modes = False
+        if "api_mode" in off:
+            self.api_mode = False
+        if "op_mode" in off:
+            self.op_mode = False
         if "guard_reads" in off:
             self.guard_reads = False
 

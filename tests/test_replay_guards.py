@@ -423,6 +423,30 @@ def test_values_only_read_in_a_branch_not_taken_are_not_guarded(tmp_path, monkey
     assert located(findings) == expected(script)
 
 
+def test_a_capture_loop_variable_keys_its_graphs_and_is_not_a_guard(tmp_path, monkeypatch, capsys):
+    # A script captures one graph per batch size at top level and replays them by size after
+    # the loop: `bs` (read by the `with` line and by the slice) was each graph's own value, not
+    # a value frozen and changed since. The scale the replay loop sets is a real hazard.
+    script = """
+    import torch
+
+    """ + DEVICE + """
+    scale = 1.0
+    static_x = torch.zeros(8, 16, device=DEVICE)
+    pool = torch.cuda.graph_pool_handle() if torch.cuda.is_available() else None
+    graphs, outputs = {}, {}
+    for bs in (8, 4, 2):
+        graphs[bs] = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graphs[bs], pool=pool):
+            outputs[bs] = static_x[:bs] * scale  # expect: CG601
+    for step, size in enumerate((2, 8, 4)):
+        scale = 1.0 + step
+        graphs[size].replay()
+    """
+    findings = run(tmp_path, monkeypatch, capsys, script)
+    assert located(findings) == expected(script)
+
+
 def _uses(fn) -> dict[str, str]:
     return {site.text: site.use for site in readplan.plan(fn.__code__)}
 

@@ -217,6 +217,64 @@ def test_script_rebinding_freeing_and_failed_captures(tmp_path):
     assert "the script raised" in out.stderr  # the last capture's error is the script's crash, reported
 
 
+POOL_LOOP = '''
+import torch
+
+
+class Runner:
+    """A serving engine's capture loop: one graph per batch size, one shared pool."""
+
+    def __init__(self, model, max_bs=8):
+        self.model = model
+        self.static_x = torch.zeros(max_bs, 64, device="cuda")
+        self.pool = torch.cuda.graph_pool_handle()
+        self.graphs = {}
+
+    def capture_all(self):
+        with torch.no_grad():
+            for bs in (8, 4, 2):
+                self.model(self.static_x[:bs])  # warm-up on the capture stream's pool
+                self.graphs[bs] = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(self.graphs[bs], pool=self.pool):
+                    self.static_out = self.model(self.static_x[:bs])  # expect: CG958
+                    logits = self.static_out.float()  # a temporary of the block
+
+    def run(self, x):
+        bs = x.shape[0]
+        self.static_x[:bs].copy_(x)
+        self.graphs[bs].replay()
+        return self.static_out[:bs]
+
+
+model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64)).cuda()
+runner = Runner(model)
+runner.capture_all()
+x = torch.randn(4, 64, device="cuda")
+print("runner output rows:", runner.run(x).shape[0], "of", x.shape[0])  # graph 2's output, not graph 4's
+
+graphs, outputs = {}, {}
+pool = torch.cuda.graph_pool_handle()
+static_x = torch.zeros(8, 64, device="cuda")
+with torch.no_grad():
+    for bs in (8, 4):
+        graphs[bs] = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graphs[bs], pool=pool):
+            outputs[bs] = model(static_x[:bs])
+            static_out = outputs[bs] * 2  # expect: CG958
+    static_x[:4].copy_(x)
+    graphs[4].replay()  # the last graph: `static_out` is its output
+    graphs[8].replay()
+    print("kept outputs diff", (outputs[4] - model(x)).abs().max().item())
+'''
+
+
+def test_graphs_captured_in_a_loop_share_one_output_name(tmp_path):
+    out = run_script(tmp_path, POOL_LOOP)
+    data = json.loads(out.stdout)
+    got = {(f["code"], f["line"]) for f in data["findings"]}
+    assert got == expected_markers(POOL_LOOP), (data["findings"], out.stderr)
+
+
 GRAPHED = '''
 import torch
 

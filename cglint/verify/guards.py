@@ -291,6 +291,11 @@ class Collector:
         self._previous: Optional[Callable] = None
         self._modules: dict[int, torch.nn.Module] = {}
         self._site_codes: list[CodeType] = []
+        # Frames running when the capture started: (offset they were at, their enclosing loops'
+        # variables). Their reads before that offset ran before the capture (the `with` line's
+        # `graphs[bs]`, `pool`), and a capture loop's variable is the key of the graph it made:
+        # replaying graphs[8] after the loop is not "`bs` was 8 and is now 1".
+        self._started_at: dict[FrameType, tuple[int, frozenset[str]]] = {}
         self._stack: tuple[Optional[FrameType], tuple] = (None, ())
         self._importing = 0
 
@@ -309,6 +314,7 @@ class Collector:
                 self._lines[frame] = set()
                 self._running.append((frame, frame.f_trace))
                 self._site_codes.append(frame.f_code)
+                self._started_at[frame] = (frame.f_lasti, readplan.loop_targets(frame.f_code, frame.f_lasti))
                 frame.f_trace = _chained(self._local, frame.f_trace)
             if frame is stop:
                 break
@@ -353,6 +359,7 @@ class Collector:
             if frames.is_user_code(frame.f_code):
                 self._lines[frame] = set()
                 self._site_codes.append(frame.f_code)
+                self._started_at[frame] = (frame.f_lasti, readplan.loop_targets(frame.f_code, frame.f_lasti))
                 self._follow(frame.f_code)
             if frame is stop:
                 break
@@ -458,9 +465,11 @@ class Collector:
             owner = local.get("self") if code.co_varnames[:1] == ("self",) else None
             if isinstance(owner, torch.nn.Module):
                 self._modules[id(owner)] = owner
-            sites = readplan.plan(code)
-            for site in sites:
+            started, loop_keys = self._started_at.pop(frame, (-1, frozenset()))
+            for site in readplan.plan(code):
                 if lines is not None and site.line not in lines:
+                    continue
+                if site.offset < started or (site.root in loop_keys and not site.steps):
                     continue
                 self._guard(frame, local, site, frame)
         except Exception:  # noqa: BLE001 - a guard is never worth breaking the user's capture

@@ -24,7 +24,7 @@ class Instrumentation:
         self.ops: Optional[OpMode] = None
         self._api: Optional[ApiMode] = None
         self._host = HostTracer(self) if host else None
-        self.torch_modes = torch_modes
+        self.api_mode = self.op_mode = torch_modes  # the TorchFunctionMode, the TorchDispatchMode
         self.trace_ops = trace_ops  # keep the operator sequence (to compare two inputs)
         self._own_hooks = False
         self.running = False
@@ -35,9 +35,11 @@ class Instrumentation:
     def start(self) -> "Instrumentation":
         frames.refresh()
         self.thread = threading.get_ident()
-        if self.torch_modes:
-            self._api, self.ops = ApiMode(self), OpMode(self)
+        if self.op_mode:
+            self.ops = OpMode(self)
             self.ops.__enter__()
+        if self.api_mode:
+            self._api = ApiMode(self)
             self._api.__enter__()
         if self._host:
             self._host.start()

@@ -4,12 +4,16 @@ A graph reads and writes fixed addresses. At capture end the verifier keeps a we
 reference to every device tensor the capture read but did not make (static inputs,
 parameters) and to the outputs, with the names they had in the capturing frame. Before a
 replay, a dead reference means the memory was freed (the allocator may reuse it); a name
-that now holds another tensor means the user rebound it instead of copying into it.
+that now holds another tensor means the user rebound it instead of copying into it. When
+that other tensor is a later graph's output stored by the same assignment (graphs captured
+in a loop, every output bound to one name), the finding is CG958 at that assignment.
 """
 from __future__ import annotations
 
+import dis
 import weakref
 from dataclasses import dataclass
+from functools import lru_cache
 from types import FrameType
 from typing import Any, Optional
 
@@ -29,6 +33,7 @@ class Read:
     names: tuple[str, ...]
     seen_at: str  # "model.py:12 (aten.addmm)"
     output: bool = False
+    stored_at: Optional[frames.Where] = None  # an output: the assignment in the capturing frame
 
     @property
     def label(self) -> str:
@@ -69,10 +74,48 @@ def snapshot(ops: OpMode, frame: Optional[FrameType]) -> list[Read]:
         reads.append(Read(ext.ref, ext.data_ptr, names_of(t, frame), f"{path}:{ext.line} (aten.{ext.op})"))
     if frame is not None:
         made = {id(ref()) for ref in ops._made.values() if ref() is not None}
-        for name, value in list(frame.f_locals.items()):
+        owner = frame.f_locals.get("self")
+        bound = [(n, v) for n, v in list(frame.f_locals.items())]
+        if hasattr(owner, "__dict__"):
+            bound += [(f"self.{n}", v) for n, v in list(vars(owner).items())]  # a runner's `self.static_out`
+        for name, value in bound:
             if isinstance(value, torch.Tensor) and id(value) in made and value.device.type == "cuda":
-                reads.append(Read(weakref.ref(value), value.data_ptr(), (name,), "capture output", output=True))
+                stored_at = _store(frame, name)
+                reads.append(Read(weakref.ref(value), value.data_ptr(), (name,), "capture output", output=True,
+                                  stored_at=stored_at))
+                if stored_at is not None:
+                    _OUTPUT_STORES[id(value)] = (weakref.ref(value, lambda _r, key=id(value): _OUTPUT_STORES.pop(key, None)),
+                                                 stored_at)
     return reads
+
+
+# Every live captured output that was bound to a name, with the assignment that bound it; by
+# id, as a WeakKeyDictionary would compare two tensors with `==`.
+_OUTPUT_STORES: dict[int, tuple["weakref.ref[torch.Tensor]", frames.Where]] = {}
+_STORES = {"STORE_FAST", "STORE_NAME", "STORE_GLOBAL", "STORE_DEREF"}
+
+
+@lru_cache(maxsize=None)
+def _stores(code) -> tuple[tuple[str, int, int], ...]:
+    """(name, line, offset) of every store to a name or to an attribute of `self` in `code`."""
+    found, previous = [], None
+    for ins in dis.get_instructions(code):
+        if ins.opname in _STORES:
+            found.append((ins.argval, ins.positions.lineno or 0, ins.offset))
+        elif ins.opname == "STORE_ATTR" and previous is not None and previous.argval == "self":
+            found.append((f"self.{ins.argval}", ins.positions.lineno or 0, ins.offset))
+        if ins.opname != "CACHE":
+            previous = ins
+    return tuple(found)
+
+
+def _store(frame: FrameType, name: str) -> Optional[frames.Where]:
+    """The last assignment to `name` before the point `frame` is at: the capture body's."""
+    before = [(line, offset) for stored, line, offset in _stores(frame.f_code) if stored == name and offset < frame.f_lasti]
+    if not before:
+        return None
+    line, offset = max(before, key=lambda s: s[1])
+    return frames.position(frame.f_code, line, offset)
 
 
 def check(reads: list[Read], recorder: Recorder, frame: Optional[FrameType], graph_label: str,
@@ -89,7 +132,13 @@ def check(reads: list[Read], recorder: Recorder, frame: Optional[FrameType], gra
             if _other_tensor(lookup(name, frame), t):
                 rebound = name
                 break
-        if rebound is not None:
+        if rebound is not None and _same_assignment(read, lookup(rebound, frame)):
+            recorder.observe_at(rc.CAPTURE_LOOP_OUTPUT_REBOUND,
+                                f"`{rebound}` was bound here to the output of the graph captured at {graph_label} and "
+                                f"then to a later graph's output; that replay wrote to a tensor `{rebound}` no longer "
+                                f"holds, so reading `{rebound}` after it gives another graph's values",
+                                read.stored_at, evidence="seen at replay")
+        elif rebound is not None:
             kind = "output" if read.output else "input"
             recorder.observe(rc.REBIND_CAPTURED_TENSOR, f"captured {kind} `{rebound}` was rebound before replay; the graph "
                              f"still uses the tensor captured at {graph_label}", frame)
@@ -142,6 +191,14 @@ class Watch:
         if len(recorder.observations) != before:  # report each loss once
             self.named = [r for r in self.named if r.ref() is not None]
             self.unnamed = [r for r in self.unnamed if r.ref() is not None]
+
+
+def _same_assignment(read: Read, now: Any) -> bool:
+    """Is the name's new tensor another graph's output, bound by the assignment that bound this one?"""
+    if not read.output or read.stored_at is None or not isinstance(now, torch.Tensor):
+        return False
+    ref, stored_at = _OUTPUT_STORES.get(id(now), (None, None))
+    return ref is not None and ref() is now and stored_at == read.stored_at
 
 
 def _other_tensor(value: Any, captured: Optional[torch.Tensor]) -> bool:

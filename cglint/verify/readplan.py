@@ -70,6 +70,27 @@ def plan(code: CodeType) -> tuple[ReadSite, ...]:
     return found
 
 
+_STORES = ("STORE_FAST", "STORE_NAME", "STORE_GLOBAL", "STORE_DEREF")
+
+
+def loop_targets(code: CodeType, offset: int) -> frozenset[str]:
+    """The variables of the `for` loops of `code` that enclose `offset`."""
+    try:
+        insts = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
+    except Exception:  # noqa: BLE001 - bytecode this scanner does not know
+        return frozenset()
+    names: set[str] = set()
+    for k, ins in enumerate(insts):
+        if ins.opname != "FOR_ITER" or not ins.offset < offset < ins.argval:
+            continue
+        for target in insts[k + 1:k + 8]:  # `bs` or `bs, graph` (UNPACK_SEQUENCE, then one store each)
+            if target.opname in _STORES:
+                names.add(target.argval)
+            elif target.opname != "UNPACK_SEQUENCE":
+                break
+    return frozenset(names)
+
+
 def _root(ins: dis.Instruction, code: CodeType) -> Optional[tuple[str, str]]:
     op, val = ins.opname, ins.argval
     if op.startswith("LOAD_FAST"):
