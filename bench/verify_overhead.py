@@ -214,12 +214,9 @@ class Instrumented:
         sessions.end()
 
 
-PARTS = (("all", {}), ("without the torch hooks", {"api_mode": False, "op_mode": False}),
-         ("without the dispatch mode (TorchDispatchMode)", {"op_mode": False}),
-         ("without the function mode (TorchFunctionMode)", {"api_mode": False}),
-         ("without the host tracer", {"host": False}),
-         ("without the guard collector", {"guard_reads": False}),
-         ("none (capture patches only)", {"api_mode": False, "op_mode": False, "host": False, "guard_reads": False}))
+PARTS = (("all", {}), ("without the torch hooks (TorchFunctionMode)", {"api_mode": False}),
+         ("without the host tracer", {"host": False}), ("without the guard collector", {"guard_reads": False}),
+         ("none (capture patches only)", {"api_mode": False, "host": False, "guard_reads": False}))
 
 
 @contextlib.contextmanager

@@ -100,6 +100,13 @@ def classify_call(name: str, args: tuple, kwargs: dict, *, gpu: bool, frame: Opt
         if gpu and target == "cuda" and self.device.type == "cpu":
             return rc.HOST_TO_DEVICE_IN_CAPTURE, "`.to('cuda')` copies a host tensor to the device"
         return None
+    if name == "copy_" and gpu and len(args) > 1 and _is_tensor(self) and _is_tensor(args[1]):
+        src = args[1]  # `static_x.copy_(host_batch, non_blocking=True)`: no sync, so no capture error to show it
+        if self.device.type == "cuda" and src.device.type == "cpu" and src.dim() > 0:
+            return rc.HOST_TO_DEVICE_IN_CAPTURE, "`.copy_()` copies a host tensor to the device"
+        if self.device.type == "cpu" and src.device.type == "cuda":
+            return rc.DEVICE_TO_HOST_COPY, "`.copy_()` copies a device tensor to the host"
+        return None
     if name == "cuda" and _is_tensor(self) and self.device.type == "cpu":
         return rc.HOST_TO_DEVICE_IN_CAPTURE, "`.cuda()` copies a host tensor to the device"
     if name in CALLS.data_dependent_size.names or (name == "where" and len(args) == 1 and not kwargs):
@@ -131,8 +138,8 @@ def classify_call(name: str, args: tuple, kwargs: dict, *, gpu: bool, frame: Opt
 
 # Every name classify_call can report (given no generator= or pin_memory= argument): the
 # torch-function hook passes any other call straight through, which is most of them.
-CALL_NAMES = frozenset({"__bool__", "to", "cuda", "where", "repeat_interleave", "__getitem__", "__setitem__",
-                        "pin_memory"}).union(*(t.names for t in (
+CALL_NAMES = frozenset({"__bool__", "to", "cuda", "copy_", "where", "repeat_interleave", "__getitem__",
+                        "__setitem__", "pin_memory"}).union(*(t.names for t in (
                             CALLS.scalar_reads, CALLS.host_copies, CALLS.data_dependent_size, CALLS.unique,
                             CALLS.formatting, CALLS.resize, CALLS.from_host_data, CALLS.random_factories,
                             CALLS.inplace_random)))

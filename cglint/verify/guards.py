@@ -117,6 +117,9 @@ class GuardSet:
         self.events: list[tuple[frames.Where, tuple[str, ...], str, int]] = []  # rebinding seen by the watchers
         self._seen_keys: set[tuple] = set()
         self.changed: dict[int, tuple[Guard, Any]] = {}  # guards found changed, with their latest value
+        # Device tensors the capture site read by name (`static_x`, `self.static_x`): replays
+        # check they are still the captured ones (liveness). Held until the capture ends.
+        self.site_tensors: dict[str, torch.Tensor] = {}
         self._read: list[tuple[Guard, list[tuple[int, str]]]] = []
 
     def __len__(self) -> int:
@@ -170,6 +173,15 @@ class GuardSet:
                     self.bound[key] = self.bound_tensors[id(t)] = bound
                     _subscribe(_subscribers, key, self)
                     _subscribe(_data_subscribers, id(t), self)
+
+    def parameters(self) -> list[tuple[str, "weakref.ref[torch.Tensor]", int]]:
+        """(label, weak reference, data_ptr) of the parameters and buffers of the modules that ran."""
+        found = []
+        for bound in self.bound.values():
+            owner = bound.module()
+            found.append((f"`{bound.name}` of {type(owner).__name__}" if owner is not None else f"`{bound.name}`",
+                          bound.tensor, bound.data_ptr))
+        return found
 
     # --- what the watchers report ----------------------------------------------
     def written(self, key: tuple[int, str], value: Any, writer: Related) -> None:
@@ -390,6 +402,8 @@ class Collector:
         return sys.monitoring.DISABLE  # once per code object
 
     def _on_line(self, code: CodeType, line: int) -> Any:
+        if line not in readplan.lines(code):
+            return sys.monitoring.DISABLE  # nothing on this line is ever guarded: it need not be seen again
         if threading.get_ident() == self.thread:
             frame = sys._getframe(1)
             lines = self._lines.get(frame)
@@ -465,12 +479,15 @@ class Collector:
             owner = local.get("self") if code.co_varnames[:1] == ("self",) else None
             if isinstance(owner, torch.nn.Module):
                 self._modules[id(owner)] = owner
+            at_site = frame in self._started_at
             started, loop_keys = self._started_at.pop(frame, (-1, frozenset()))
             for site in readplan.plan(code):
                 if lines is not None and site.line not in lines:
                     continue
                 if site.offset < started or (site.root in loop_keys and not site.steps):
                     continue
+                if at_site:
+                    self._site_tensor(frame.f_globals if site.kind == "global" else local, site)
                 self._guard(frame, local, site, frame)
         except Exception:  # noqa: BLE001 - a guard is never worth breaking the user's capture
             return
@@ -499,6 +516,16 @@ class Collector:
             guard = Guard(f"{type(owner).__name__}.{name}", code_, where, self._trace(at, where), value,
                           _fetcher(weakref.ref(owner), site.steps), value)
             self.guards.add(guard, [(id(owner), name)])
+
+    def _site_tensor(self, space: Any, site: readplan.ReadSite) -> None:
+        """Keep a device tensor the capture site reads by name: `static_x`, `self.static_x`."""
+        if site.kind == "deref" or any(step != "attr" for step, _ in site.steps) or site.text in self.guards.site_tensors:
+            return
+        value = space.get(site.root, _MISSING)
+        for _, key in site.steps:
+            value = _MISSING if isinstance(value, torch.Tensor) else getattr(value, key, _MISSING)
+        if isinstance(value, torch.Tensor) and value.is_cuda:
+            self.guards.site_tensors[site.text] = value
 
     def _guard(self, frame: FrameType, local: Any, site: readplan.ReadSite, at: FrameType) -> None:
         rooted = _root(frame, local, site)

@@ -106,6 +106,7 @@ class HostTracer:
         if threading.get_ident() != self.inst.thread:
             return None
         frame = sys._getframe(1)
+        callee = fn
         if type(fn) is MethodDescriptorType and arg0 is not sys.monitoring.MISSING:
             fn = fn.__get__(arg0)  # `items.append(x)` arrives as list.append and items: the method, bound
         hit = self._builtin(fn, frame)
@@ -115,9 +116,11 @@ class HostTracer:
         target = getattr(getattr(fn, "__func__", fn), "__wrapped__", getattr(fn, "__func__", fn))
         called = getattr(target, "__code__", None)
         if called is None:
-            return None
+            return sys.monitoring.DISABLE if _torch_work(callee) else None
         hit = self._targets.get(called)
         if hit is None:
+            if _torch_work(callee):
+                return sys.monitoring.DISABLE
             hit = self._files.get(called.co_filename)
             if hit is None:
                 return None
@@ -226,6 +229,20 @@ class HostTracer:
             if where:
                 return HOST.container_writes.code, f"`{where}.{name}(...)` writes a host container once, not on replay"
         return None
+
+
+def _torch_work(fn: Any) -> bool:
+    """A call of a torch operator, tensor method or module: never host work of the user's. The host
+    tracer stops watching such a call site for the rest of the capture (sys.monitoring DISABLE), as
+    a site calls the same kind of thing every time: a decoder's captures ran 0.4x slower with every
+    one of its operator calls seen."""
+    torch = sys.modules["torch"]
+    if type(fn) is MethodDescriptorType:
+        return getattr(fn, "__objclass__", None) is torch._C.TensorBase
+    if isinstance(fn, torch.nn.Module):
+        return True
+    module = getattr(fn, "__module__", None) or ""
+    return module.startswith("torch.") and not module.startswith(("torch.random", "torch.cuda.random")) or module == "torch"
 
 
 def _is_numpy_random(owner: Any, fn: Any) -> bool:

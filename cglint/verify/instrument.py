@@ -13,18 +13,18 @@ from cglint.verify.torchmodes import ApiMode, OpMode
 class Instrumentation:
     """Start after capture_begin (or before a traced call), stop before capture_end."""
 
-    def __init__(self, recorder: Recorder, *, gpu: bool, track_inputs: bool = False, host: bool = True,
+    def __init__(self, recorder: Recorder, *, gpu: bool, host: bool = True, operators: bool = True,
                  torch_modes: bool = True, trace_ops: bool = True, owned_generators: tuple[Any, ...] = (),
                  guard_reads: bool = False):
         self.recorder = recorder
         self.gpu = gpu
         self.owned_generators = owned_generators  # registered with the capturing graph
-        self.track_inputs = track_inputs
         self.thread = threading.get_ident()
         self.ops: Optional[OpMode] = None
         self._api: Optional[ApiMode] = None
         self._host = HostTracer(self) if host else None
-        self.api_mode = self.op_mode = torch_modes  # the TorchFunctionMode, the TorchDispatchMode
+        self.api_mode = torch_modes  # the TorchFunctionMode
+        self.op_mode = torch_modes and operators  # the TorchDispatchMode
         self.trace_ops = trace_ops  # keep the operator sequence (to compare two inputs)
         self._own_hooks = False
         self.running = False

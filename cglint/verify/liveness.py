@@ -1,9 +1,11 @@
 """Are the tensors a graph reads still the ones it captured? Checked before each replay.
 
 A graph reads and writes fixed addresses. At capture end the verifier keeps a weak
-reference to every device tensor the capture read but did not make (static inputs,
-parameters) and to the outputs, with the names they had in the capturing frame. Before a
-replay, a dead reference means the memory was freed (the allocator may reuse it); a name
+reference to the device tensors the capture site read by name (static inputs), to the
+parameters and buffers of the modules that ran, and to the outputs: the device tensors the
+capture body bound to names. (A dispatch mode would see every tensor an operator reads, at
+several times the cost of a bare capture; the names and modules cover what replays rebind.)
+Before a replay, a dead reference means the memory was freed (the allocator may reuse it); a name
 that now holds another tensor means the user rebound it instead of copying into it. When
 that other tensor is a later graph's output stored by the same assignment (graphs captured
 in a loop, every output bound to one name), the finding is CG958 at that assignment.
@@ -15,7 +17,7 @@ import weakref
 from dataclasses import dataclass
 from functools import lru_cache
 from types import FrameType
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 import torch
 
@@ -23,7 +25,6 @@ from cglint.verify import frames
 from cglint.verify import rule_codes as rc
 from cglint.verify.recorder import Recorder
 from cglint.verify.rule_metadata import message
-from cglint.verify.torchmodes import OpMode
 
 
 @dataclass
@@ -31,27 +32,13 @@ class Read:
     ref: "weakref.ref[torch.Tensor]"
     data_ptr: int
     names: tuple[str, ...]
-    seen_at: str  # "model.py:12 (aten.addmm)"
+    seen_at: str  # "capture input", "capture output", "`weight` of Linear"
     output: bool = False
     stored_at: Optional[frames.Where] = None  # an output: the assignment in the capturing frame
 
     @property
     def label(self) -> str:
-        return f"`{self.names[0]}`" if self.names else f"the tensor read at {self.seen_at}"
-
-
-def names_of(t: torch.Tensor, frame: Optional[FrameType]) -> tuple[str, ...]:
-    """The names `t` has in `frame`: locals, attributes of `self`, else globals."""
-    if frame is None:
-        return ()
-    local = frame.f_locals
-    names = [n for n, v in local.items() if v is t]
-    owner = local.get("self")
-    if hasattr(owner, "__dict__"):
-        names += [f"self.{n}" for n, v in vars(owner).items() if v is t]
-    if not names:
-        names = [n for n, v in frame.f_globals.items() if v is t]
-    return tuple(names)
+        return f"`{self.names[0]}`" if self.names else self.seen_at
 
 
 def lookup(name: str, frame: Optional[FrameType]) -> Any:
@@ -64,34 +51,43 @@ def lookup(name: str, frame: Optional[FrameType]) -> Any:
     return frame.f_globals.get(name)
 
 
-def snapshot(ops: OpMode, frame: Optional[FrameType]) -> list[Read]:
+def snapshot(site_tensors: dict[str, torch.Tensor], parameters: Iterable[tuple[str, Any, int]],
+             frame: Optional[FrameType], started: int) -> list[Read]:
+    """What replays of a graph captured in `frame` must find unchanged.
+
+    site_tensors: the device tensors the capture site read by name (the guard collector saw
+    the reads); parameters: (label, weak reference, data_ptr) of the parameters and buffers of
+    the modules that ran; started: the offset `frame` was at when the capture began. A name
+    the capture body assigned a device tensor to is an output."""
     reads = []
-    for ext in ops.external.values():
-        t = ext.ref()
-        if t is None:
-            continue
-        path = frames.display_path(ext.code.co_filename) if ext.code else "?"
-        reads.append(Read(ext.ref, ext.data_ptr, names_of(t, frame), f"{path}:{ext.line} (aten.{ext.op})"))
+    outputs: dict[str, torch.Tensor] = {}
     if frame is not None:
-        made = {id(ref()) for ref in ops._made.values() if ref() is not None}
-        owner = frame.f_locals.get("self")
-        bound = [(n, v) for n, v in list(frame.f_locals.items())]
-        if hasattr(owner, "__dict__"):
-            bound += [(f"self.{n}", v) for n, v in list(vars(owner).items())]  # a runner's `self.static_out`
-        for name, value in bound:
-            if isinstance(value, torch.Tensor) and id(value) in made and value.device.type == "cuda":
-                stored_at = _store(frame, name)
-                reads.append(Read(weakref.ref(value), value.data_ptr(), (name,), "capture output", output=True,
-                                  stored_at=stored_at))
-                if stored_at is not None:
-                    _OUTPUT_STORES[id(value)] = (weakref.ref(value, lambda _r, key=id(value): _OUTPUT_STORES.pop(key, None)),
-                                                 stored_at)
+        for name in {stored for stored, _line, offset in _stores(frame.f_code) if started < offset < frame.f_lasti}:
+            value = lookup(name, frame)
+            if isinstance(value, torch.Tensor) and value.is_cuda:
+                outputs[name] = value
+    for name, value in outputs.items():
+        stored_at = _store(frame, name)
+        reads.append(Read(weakref.ref(value), value.data_ptr(), (name,), "capture output", output=True,
+                          stored_at=stored_at))
+        if stored_at is not None:  # one tensor may have two names (`logits = out.float()` is `out`)
+            key = id(value)
+            ref, stores = _OUTPUT_STORES.get(key, (None, frozenset()))
+            if ref is None or ref() is not value:
+                ref, stores = weakref.ref(value, lambda _r, key=key: _OUTPUT_STORES.pop(key, None)), frozenset()
+            _OUTPUT_STORES[key] = (ref, stores | {stored_at})
+    made = {id(t) for t in outputs.values()}
+    for name, value in site_tensors.items():
+        if id(value) not in made:  # `self.static_out.float()` in the body reads an output
+            reads.append(Read(weakref.ref(value), value.data_ptr(), (name,), "capture input"))
+    for label, ref, data_ptr in parameters:
+        reads.append(Read(ref, data_ptr, (), label))
     return reads
 
 
-# Every live captured output that was bound to a name, with the assignment that bound it; by
+# Every live captured output that was bound to a name, with the assignments that bound it; by
 # id, as a WeakKeyDictionary would compare two tensors with `==`.
-_OUTPUT_STORES: dict[int, tuple["weakref.ref[torch.Tensor]", frames.Where]] = {}
+_OUTPUT_STORES: dict[int, tuple["weakref.ref[torch.Tensor]", frozenset[frames.Where]]] = {}
 _STORES = {"STORE_FAST", "STORE_NAME", "STORE_GLOBAL", "STORE_DEREF"}
 
 
@@ -197,8 +193,8 @@ def _same_assignment(read: Read, now: Any) -> bool:
     """Is the name's new tensor another graph's output, bound by the assignment that bound this one?"""
     if not read.output or read.stored_at is None or not isinstance(now, torch.Tensor):
         return False
-    ref, stored_at = _OUTPUT_STORES.get(id(now), (None, None))
-    return ref is not None and ref() is now and stored_at == read.stored_at
+    ref, stores = _OUTPUT_STORES.get(id(now), (None, frozenset()))
+    return ref is not None and ref() is now and read.stored_at in stores
 
 
 def _other_tensor(value: Any, captured: Optional[torch.Tensor]) -> bool:

@@ -56,7 +56,9 @@ def install(session: Session) -> None:
                 raise
             if getattr(self, "_cglint_api", False):
                 return  # cglint.verify() instruments its own capture
-            monitor = CaptureMonitor(owned_generators=owned_generators(self))
+            # No dispatch mode: on a GPU the capture's own error and sync debug mode locate the syncs
+            # it would see, and it cost a serving engine's captures several times their bare time.
+            monitor = CaptureMonitor(owned_generators=owned_generators(self), operators=False)
             self._cglint_monitor = monitor
             session.recorders.append(monitor.recorder)
             session.open[id(self)] = lambda exc: _abandon(self, monitor, exc, original_end)
@@ -86,8 +88,13 @@ def install(session: Session) -> None:
                     release_pool(self)
                 raise
             ok = monitor.error is None
-            if ok and monitor.inst.ops is not None:
-                self._cglint_reads = liveness.Watch(liveness.snapshot(monitor.inst.ops, frames.current_user_frame(2)))
+            held = monitor.inst.guards
+            if ok and held is not None:
+                frame = frames.current_user_frame(2)
+                started = monitor.site_offset if frame is monitor.site else -1
+                self._cglint_reads = liveness.Watch(liveness.snapshot(held.site_tensors, held.parameters(), frame,
+                                                                      started))
+                held.site_tensors = {}
                 self._cglint_site = monitor.label
                 self._cglint_recorder = monitor.recorder
                 self._cglint_guards = monitor.inst.guards

@@ -70,6 +70,17 @@ def plan(code: CodeType) -> tuple[ReadSite, ...]:
     return found
 
 
+_lines: dict[CodeType, frozenset[int]] = {}
+
+
+def lines(code: CodeType) -> frozenset[int]:
+    """The lines of `code` that hold a read."""
+    found = _lines.get(code)
+    if found is None:
+        found = _lines[code] = frozenset(site.line for site in plan(code))
+    return found
+
+
 _STORES = ("STORE_FAST", "STORE_NAME", "STORE_GLOBAL", "STORE_DEREF")
 
 

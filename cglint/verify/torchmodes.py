@@ -2,8 +2,8 @@
 
 ApiMode (a TorchFunctionMode) sees each torch call with its Python arguments and records
 API-level hazards. OpMode (a TorchDispatchMode) sees each ATen operator: it records the
-operator sequence and shapes (to compare two inputs), the device tensors read but not
-made inside the run (to check them before replay), and hazards hidden in library code.
+operator sequence and shapes (to compare two inputs), the tensors from before the run it
+writes in place, and hazards hidden in library code.
 """
 from __future__ import annotations
 
@@ -41,18 +41,6 @@ class OpRecord:
     def where(self) -> str:
         path = frames.display_path(self.code.co_filename) if self.code else "?"
         return f"{path}:{self.line}"
-
-
-@dataclass
-class ExternalInput:
-    """A device tensor the run read that existed before it."""
-
-    ref: "weakref.ref[torch.Tensor]"
-    data_ptr: int
-    shape: tuple
-    op: str
-    code: Optional[CodeType]
-    line: int
 
 
 def _flat(values: Any):
@@ -162,7 +150,6 @@ class OpMode(TorchDispatchMode):
         super().__init__()
         self.inst = inst
         self.trace: list[OpRecord] = []
-        self.external: dict[int, ExternalInput] = {}
         self._made: dict[int, "weakref.ref[torch.Tensor]"] = {}
         self.mutated: dict[int, "weakref.ref[torch.Tensor]"] = {}  # tensors from before the run written in place
 
@@ -181,8 +168,6 @@ class OpMode(TorchDispatchMode):
                     explained.add(f"ran aten.{facts.name}")
                 else:
                     inst.recorder.observe(hit[0], hit[1], frames.user_frame(here) or here)
-        if inst.track_inputs:
-            self._note_inputs(facts.name, args, kwargs)
         made = self._made
         for i in facts.writes:
             arg = args[i] if i < len(args) else None
@@ -208,22 +193,3 @@ class OpMode(TorchDispatchMode):
             code, line = (caller.f_code, caller.f_lineno) if caller else (None, 0)
             self.trace.append(OpRecord(facts.name, shapes, code, line))
         return out
-
-    def _note_inputs(self, op: str, args: tuple, kwargs: dict) -> None:
-        for t in _flat(args):
-            if isinstance(t, torch.Tensor) and t.is_cuda:
-                self._note_input(t, op)
-        for t in _flat(kwargs.values()) if kwargs else ():
-            if isinstance(t, torch.Tensor) and t.is_cuda:
-                self._note_input(t, op)
-
-    def _note_input(self, t: torch.Tensor, op: str) -> None:
-        made = self._made.get(id(t))
-        if made is not None and made() is t:
-            return
-        base = t._base if t._base is not None else t
-        if id(base) in self.external:
-            return
-        caller = frames.user_frame(sys._getframe(3))  # the user line that ran the operator
-        code, line = (caller.f_code, caller.f_lineno) if caller else (None, 0)
-        self.external[id(base)] = ExternalInput(weakref.ref(base), base.data_ptr(), tuple(base.shape), op, code, line)
