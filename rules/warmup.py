@@ -11,7 +11,7 @@ from typing import Iterator
 import libcst as cst
 
 from cglint.engine.captures import CaptureKind, capture_method
-from cglint.engine.syntax import assigned_names, calls_in, code_of, decorator_callee, descendants, dotted_name, reads
+from cglint.engine.syntax import assigned_names, calls_in, code_of, decorator_callee, dotted_name, executed, reads
 from cglint.rule import CAPTURE, Hit, Rule
 
 
@@ -47,7 +47,7 @@ def _bound(statements, imports: bool = True) -> set[str]:
     """Names the statements bind (assignments, loops, with-as, defs, and imports if asked)."""
     names: set[str] = set()
     for stmt in statements:
-        for node in [stmt, *descendants(stmt)]:
+        for node in executed(stmt):
             if isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For)):
                 targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
                 names.update(leaf.value for t in targets for leaf in assigned_names(t) if isinstance(leaf, cst.Name))

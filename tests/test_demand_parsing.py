@@ -46,6 +46,20 @@ def _torch_package(name: str) -> Path:
     return Path(list(spec.submodule_search_locations)[0]) / name
 
 
+def test_statements_parsed_alone_equal_a_whole_parse_around_a_module_level_capture(monkeypatch):
+    # A raw capture begun at the top of a script makes every statement after it part of the
+    # region, `def`s included: a def runs its decorators there, not its body. A module parsed
+    # statement by statement (bodies left out) and one parsed whole must agree on that.
+    monkeypatch.chdir(FIXTURES.parent)
+    project = FIXTURES / "clean_project"
+    path = project / "infer.py"
+    text = "g.capture_begin()\n" + path.read_text()
+    files, _ = discover([project], Config(root=project).excludes, project)
+    lazy = check_files(files, Config(root=project), sources={path: text}).findings
+    whole = check_files(files, Config(root=project), sources={path: text}, whole_modules=True).findings
+    assert lazy == whole
+
+
 def test_functions_parsed_alone_equal_a_whole_parse():
     assert sum(functions_parsed_alone_match(p) for p in sorted(FIXTURES.rglob("*.py"))) > 50
 

@@ -10,13 +10,16 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional, Sequence, Union
 
 import libcst as cst
 
 from cglint import source
 from cglint.engine.outline import DefOutline, Outline
 from cglint.engine.syntax import assigned_names, descendants, dotted_name, string_value
+
+if TYPE_CHECKING:
+    from cglint.engine.index import LazyStatements
 
 
 class FunctionInfo:
@@ -33,6 +36,7 @@ class FunctionInfo:
         parent: Optional["FunctionInfo"] = None,  # the enclosing function of a nested def
         header: Optional[cst.FunctionDef] = None,  # the definition as the module's skeleton has it
         outline: Optional[DefOutline] = None,
+        load_header: Optional[Callable[[], cst.FunctionDef]] = None,  # parses the header when first asked for
     ):
         self.module = module
         self._node = node
@@ -40,7 +44,9 @@ class FunctionInfo:
         self.qualname = qualname
         self.cls = cls
         self.parent = parent
-        self.header = header
+        self._header = header
+        self._load_header = load_header
+        self._own_key = load_header is not None  # keyed by identity: the header may never be parsed
         self.outline = outline
         self._writes: Optional[list[AttrWrite]] = None
 
@@ -52,14 +58,23 @@ class FunctionInfo:
         return FunctionInfo(self.module, node, node.name.value, f"{self.qualname}.{node.name.value}", None, self)
 
     @property
+    def header(self) -> Optional[cst.FunctionDef]:
+        if self._header is None and self._load_header is not None:
+            self._header, self._load_header = self._load_header(), None
+        return self._header
+
+    @property
     def node(self) -> Union[cst.FunctionDef, cst.Lambda, cst.Module]:
         if self._node is None:
-            self._node = self.module.parse_function(self)
+            blanked = self.outline is not None and self.outline.blanked
+            self._node = self.module.parse_function(self) if blanked or self.header is None else self.header
         return self._node
 
     @property
     def key(self) -> int:
-        """Identifies the function without parsing its body (facts about it are kept by key)."""
+        """Identifies the function without parsing anything (facts about it are kept by key)."""
+        if self._own_key:
+            return id(self)  # one object per function of a lazily indexed module
         return id(self.header) if self.header is not None else id(self.node)
 
     @property
@@ -105,13 +120,20 @@ class FunctionInfo:
 @dataclass(eq=False, repr=False)
 class ClassInfo:
     module: "ModuleInfo"
-    node: cst.ClassDef
+    _node: Optional[cst.ClassDef]
     name: str
     methods: dict[str, FunctionInfo] = field(default_factory=dict)
     _attrs: Optional[dict[str, list["AttrWrite"]]] = None  # by attribute, as asked
+    _load: Optional[Callable[[], cst.ClassDef]] = None  # parses the class when first asked for
 
     def __repr__(self) -> str:
         return f"<class {self.qualname}>"
+
+    @property
+    def node(self) -> cst.ClassDef:
+        if self._node is None and self._load is not None:
+            self._node, self._load = self._load(), None
+        return self._node  # type: ignore[return-value]
 
     @property
     def qualname(self) -> str:
@@ -146,33 +168,46 @@ class AttrWrite:
 class ModuleInfo:
     name: str
     file: source.SourceFile
-    tree: cst.Module
+    _tree: Optional[cst.Module]  # None: built from its statements when first asked for
     is_package: bool
     root: Path  # the folder imports of this module resolve from first
     imports: dict[str, str] = field(default_factory=dict)  # local name -> qualified name
     star_imports: list[str] = field(default_factory=list)  # modules of `from m import *`
     functions: dict[str, FunctionInfo] = field(default_factory=dict)
     classes: dict[str, ClassInfo] = field(default_factory=dict)
-    globals: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)
+    globals: Mapping[str, list[cst.BaseExpression]] = field(default_factory=dict)  # name -> values assigned
     # Where `tree` is the skeleton, the outline that made it; the parsed trees that hold
     # this module's nodes (the skeleton or whole module first, then functions as parsed).
     outline: Optional[Outline] = None
     pieces: list["Piece"] = field(default_factory=list)
     on_error: Optional[Callable[[Path, source.SourceError], None]] = None
+    # A lazily indexed module: its statements, parsed one top-level statement at a time (index.py).
+    statements: Optional["LazyStatements"] = None
 
     def __repr__(self) -> str:
         return f"<module {self.name}>"
 
+    @property
+    def lazy(self) -> bool:
+        return self.statements is not None
+
+    @property
+    def tree(self) -> cst.Module:
+        if self._tree is None:
+            assert self.statements is not None
+            self._tree = cst.Module(body=self.statements.all())
+        return self._tree
+
     def parse_function(self, function: FunctionInfo) -> cst.FunctionDef:
         """Parse one function whose body the skeleton left out."""
-        assert self.outline is not None and function.outline is not None and function.header is not None
+        assert self.outline is not None and function.outline is not None
         text, offset = self.outline.function_source(function.outline)
         tree = source.parse(text, cpython_accepts=True)
         if isinstance(tree, source.SourceError):
             # libcst cannot parse this function alone though `ast` could: report it, walk nothing.
             if self.on_error is not None:
                 self.on_error(self.file.path, dataclasses.replace(tree, line=tree.line + offset))
-            return function.header
+            return function.header  # type: ignore[return-value]
         self.pieces.append(Piece(tree, [offset + 1]))
         statement = tree.body[0]
         if function.outline.indented:  # under the `if 1:` that lets it parse in place
@@ -193,7 +228,10 @@ class ModuleInfo:
     def body_function(self) -> FunctionInfo:
         """The module's top-level code, walked like a function body."""
         if self._body is None:
-            self._body = FunctionInfo(self, self.tree, "<module>", "<module>")
+            if self.lazy:  # the statements are parsed when the body is walked
+                self._body = FunctionInfo(self, None, "<module>", "<module>", load_header=lambda: self.tree)
+            else:
+                self._body = FunctionInfo(self, self.tree, "<module>", "<module>")
         return self._body
 
     def absolute(self, relative_level: int, module: Optional[str]) -> str:

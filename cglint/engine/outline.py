@@ -4,10 +4,11 @@ libcst parses about ten times slower than `ast`, and a capture usually reaches a
 functions of a large module. The outline lists the module's top-level functions and
 methods (as the project index finds them) with their line spans and the few facts the
 engine asks about every one of them, and gives a skeleton of the source with those
-bodies replaced by `...`. libcst parses the skeleton for the module's structure
-(imports, classes, signatures, decorators, module-level code) and each function only
-when the engine needs it, from the function's own lines, so that its positions are
-those of the source; the skeleton's lines map back to the source's.
+bodies replaced by `...`. The module is indexed from `ast` (index.py); libcst parses a
+top-level statement of the skeleton (a class with its signatures, module-level code) when
+the engine first looks into it, and each function only when the engine walks it, from the
+function's own lines, so that its positions are those of the source; the skeleton's lines
+map back to the source's.
 """
 from __future__ import annotations
 
@@ -110,13 +111,14 @@ def _last_name(expr: ast.AST) -> str:
 @dataclass
 class Outline:
     defs: list[DefOutline]  # in source order, as the index meets them
-    skeleton: str
+    skeleton: list[str]  # the skeleton's lines
     starts: list[int]  # the skeleton's line on which each top-level statement starts
     # The source line of each skeleton line: where a node starts, and where it ends (a
     # blanked body's `...` line starts on the body's first line and ends on its last).
     start_lines: list[int] = field(repr=False)
     end_lines: list[int] = field(repr=False)
     lines: list[str] = field(repr=False)
+    tree: ast.Module = field(repr=False)
 
     def function_source(self, d: DefOutline) -> tuple[str, int]:
         """The source of one function (without its decorators) and the line before its
@@ -175,23 +177,24 @@ def outline_of(text: str, tree: Optional[ast.Module] = None) -> Optional[Outline
     end_lines += range(at + 1, len(lines) + 1)
     row = {line: index + 1 for index, line in enumerate(start_lines)}
     starts = [row[stmt.lineno] for stmt in tree.body]
-    return Outline(defs, "".join(skeleton), starts, start_lines, end_lines, lines)
+    return Outline(defs, skeleton, starts, start_lines, end_lines, lines, tree)
 
 
-def _top_level(body: list) -> Iterator[ast.stmt]:
+def top_level(body: list) -> Iterator[ast.stmt]:
+    """Statements at this level, looking through if/try/with/for/while blocks, not into defs."""
     for stmt in body:
         if isinstance(stmt, _BLOCKS):
             for part in (stmt.body, *(h.body for h in getattr(stmt, "handlers", ())), getattr(stmt, "orelse", ()), getattr(stmt, "finalbody", ())):
-                yield from _top_level(list(part))
+                yield from top_level(list(part))
         else:
             yield stmt
 
 
 def _definitions(tree: ast.Module) -> Iterator[tuple[str, ast.AST]]:
     """Top-level functions and methods, in the order the project index meets them."""
-    for stmt in _top_level(tree.body):
+    for stmt in top_level(tree.body):
         if isinstance(stmt, ast.ClassDef):
-            for member in _top_level(stmt.body):
+            for member in top_level(stmt.body):
                 if isinstance(member, _DEFS):
                     yield f"{stmt.name}.{member.name}", member
         elif isinstance(stmt, _DEFS):

@@ -205,9 +205,21 @@ def called_names(node: cst.CSTNode) -> frozenset:
 def calls_in(statements) -> Iterator[cst.Call]:
     """Every call in these statements (nested definitions excluded), in source order."""
     for stmt in statements:
-        for node in [stmt, *descendants(stmt)]:
+        for node in executed(stmt):
             if isinstance(node, cst.Call):
                 yield node
+
+
+def executed(stmt: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """`stmt` and the nodes below it that run when it runs: a `def` runs its decorators and
+    defaults, not its body (a module's skeleton has no body there; a whole parse does)."""
+    yield stmt
+    if isinstance(stmt, cst.FunctionDef):
+        for part in (*stmt.decorators, stmt.params):
+            yield part
+            yield from descendants(part)
+        return
+    yield from descendants(stmt)
 
 
 def operands(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
