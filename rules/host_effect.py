@@ -328,8 +328,8 @@ def _stack(container, ctx) -> bool:
     """A container its module also pops (`_nvtx_range_messages.append(msg)` in `range_push`,
     `.pop()` in `range_pop`, as Transformer Engine does): a stack pushed and popped within
     one call ends where it started, at capture and without it."""
-    text, name = ctx.function.module.file.text, code_of(container, limit=200)
-    return f"{name}.pop(" in text and f"{name}.append(" in text
+    name = code_of(container, limit=200)
+    return ctx.module_mentions(f"{name}.pop(", f"{name}.append(")
 
 
 def _lazy(node, ctx) -> bool:

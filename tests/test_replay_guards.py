@@ -451,6 +451,26 @@ def _uses(fn) -> dict[str, str]:
     return {site.text: site.use for site in readplan.plan(fn.__code__)}
 
 
+def test_the_bytecode_names_each_assignment_and_the_loops_around_a_point():
+    # Replays find a capture's outputs by the assignment that bound them (`self.static_out`
+    # in a runner, a local in a script), and the capture loop's variable is no replay guard.
+    from cglint.verify import bytecode
+
+    def capture_all(self, graphs, sizes):
+        for bs in sizes:
+            for i, (name, graph) in enumerate(graphs):
+                self.static_out = graph(bs)
+                logits = self.static_out.float()
+        return logits
+
+    code = capture_all.__code__
+    stored = {target for target, _line, _offset in bytecode.stores(code)}
+    assert {"self.static_out", "logits", "bs", "i", "name", "graph"} <= stored
+    inside = next(offset for target, _line, offset in bytecode.stores(code) if target == "logits")
+    assert readplan.loop_targets(code, inside) == {"bs", "i", "name", "graph"}
+    assert readplan.loop_targets(code, 0) == frozenset()
+
+
 def test_the_bytecode_says_what_consumes_each_read():
     def forward(self, x, kv):
         for _ in range(self.num_steps):

@@ -14,7 +14,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from cglint.verify import compiled  # noqa: E402
+from cglint.verify import bytecode, compiled  # noqa: E402
 from cglint.verify.recorder import Recorder  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "compiled_mode"
@@ -201,13 +201,13 @@ def test_the_names_an_output_is_bound_to_read_from_bytecode():
     assert compiled._store_targets(decode_loop.__code__, offset_of_call(decode_loop, "step")) == {"logits"}
     at = offset_of_call(two_calls, "embed")
     assert compiled._store_targets(two_calls.__code__, at) == {"first"}
-    second = max(o for o, op, arg, _ in compiled._instructions(two_calls.__code__) if op.startswith("CALL") and o < 60)
+    second = max(o for o, op, arg, _ in bytecode.instructions(two_calls.__code__) if op.startswith("CALL") and o < 60)
     assert "second" in compiled._store_targets(two_calls.__code__, second) or second < at
 
 
 def test_a_kept_name_is_reported_at_its_next_read_and_a_container_where_it_is_filled():
     first_line = two_calls.__code__.co_firstlineno
-    calls = [o for o, op, *_ in compiled._instructions(two_calls.__code__) if op.startswith("CALL")]
+    calls = [o for o, op, *_ in bytecode.instructions(two_calls.__code__) if op.startswith("CALL")]
     assert compiled._next_read(two_calls.__code__, calls[1], "first") == first_line + 3
     assert compiled._next_read(two_calls.__code__, calls[1], "unused") is None
     loop_line = decode_loop.__code__.co_firstlineno

@@ -128,6 +128,12 @@ class Context:
         """Compound statements (with, for, while, if, try) around `node`, innermost first."""
         return self._blocks(function).enclosing(self._node(node))
 
+    def module_mentions(self, *fragments: str) -> bool:
+        """Whether the current module's source holds every fragment: a text test for questions
+        about the rest of the module (`stack.pop(` beside `stack.append(`) that parses nothing."""
+        text = self._walker.function.module.file.text
+        return all(fragment in text for fragment in fragments)
+
     def callers(self, function: Optional[FunctionInfo] = None) -> list:
         """(caller function, call) pairs of the project functions known to call `function`."""
         return self._walker.engine.callers(function or self._walker.function)

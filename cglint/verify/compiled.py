@@ -35,7 +35,6 @@ outputs need a GPU; the report says so.
 """
 from __future__ import annotations
 
-import dis
 import functools
 import logging
 import re
@@ -46,7 +45,7 @@ from types import CodeType, FrameType, FunctionType
 from typing import Any, Callable, Iterator, Optional
 
 from cglint.findings import Region
-from cglint.verify import frames
+from cglint.verify import bytecode, frames
 from cglint.verify.recorder import Recorder
 from cglint.verify.rule_codes import code_of
 
@@ -541,35 +540,12 @@ def _holds_stale(value: Any, ranges: list[tuple[int, int]], tail: int) -> bool:
 
 # --- helpers: the caller's bytecode -----------------------------------------------------------
 
-_STORE = ("STORE_FAST", "STORE_NAME", "STORE_GLOBAL", "STORE_DEREF")
-_LOAD = ("LOAD_FAST", "LOAD_NAME", "LOAD_GLOBAL", "LOAD_DEREF", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR",
-         "LOAD_FAST_LOAD_FAST", "LOAD_FAST_BORROW", "LOAD_FAST_BORROW_LOAD_FAST_BORROW", "LOAD_CLOSURE")
 _STORE_METHODS = ("append", "extend", "insert", "appendleft", "add", "setdefault", "update", "__setitem__")
-
-
-@functools.lru_cache(maxsize=512)
-def _instructions(code: CodeType) -> tuple[tuple[int, str, Any, int], ...]:
-    """(offset, opname, argval, line) of each instruction."""
-    out, line = [], code.co_firstlineno
-    for ins in dis.get_instructions(code):
-        number = getattr(ins, "line_number", None)
-        if number is None:
-            positions = getattr(ins, "positions", None)
-            number = positions.lineno if positions is not None and positions.lineno else None
-        if number is None and isinstance(ins.starts_line, int) and not isinstance(ins.starts_line, bool):
-            number = ins.starts_line
-        line = number or line
-        out.append((ins.offset, ins.opname, ins.argval, line))
-    return tuple(out)
-
-
-def _names(argval: Any) -> tuple[str, ...]:
-    return tuple(argval) if isinstance(argval, tuple) else (argval,)
 
 
 def _store_targets(code: CodeType, offset: int) -> set[str]:
     """Where the value of the call running at `offset` goes: `out`, `a, b`, `self.last`."""
-    ins = _instructions(code)
+    ins = bytecode.instructions(code)
     after = [i for i in ins if i[0] > offset]
     targets: set[str] = set()
     expect = 1
@@ -579,11 +555,11 @@ def _store_targets(code: CodeType, offset: int) -> set[str]:
         if op.startswith("UNPACK_SEQUENCE"):
             expect = arg if isinstance(arg, int) else expect
             continue
-        if op in _STORE:
+        if op in bytecode.STORES:
             targets.add(arg)
-        elif op == "STORE_ATTR" and position and after[position - 1][1] in _LOAD:
-            targets.add(f"{_names(after[position - 1][2])[-1]}.{arg}")
-        elif op not in _LOAD:
+        elif op == "STORE_ATTR" and position and after[position - 1][1] in bytecode.LOADS:
+            targets.add(f"{bytecode.names(after[position - 1][2])[-1]}.{arg}")
+        elif op not in bytecode.LOADS:
             break
         else:
             continue
@@ -595,8 +571,8 @@ def _store_targets(code: CodeType, offset: int) -> set[str]:
 
 def _next_read(code: CodeType, offset: int, name: str) -> Optional[int]:
     """The line of the next read of `name` after `offset`, or of one before it when a loop goes back."""
-    ins = _instructions(code)
-    reads = [(o, line) for o, op, arg, line in ins if op in _LOAD and name in _names(arg)]
+    ins = bytecode.instructions(code)
+    reads = [(o, line) for o, op, arg, line in ins if op in bytecode.LOADS and name in bytecode.names(arg)]
     later = [line for o, line in reads if o > offset]
     if later:
         return later[0]
@@ -607,9 +583,9 @@ def _next_read(code: CodeType, offset: int, name: str) -> Optional[int]:
 
 def _store_line(code: CodeType, name: str, attr: Optional[str]) -> Optional[int]:
     """The line that puts something into `name` (or `name.attr`): `.append(...)`, `[k] = ...`, `.attr = ...`."""
-    ins = _instructions(code)
+    ins = bytecode.instructions(code)
     for k, (_, op, arg, line) in enumerate(ins):
-        if op not in _LOAD or name not in _names(arg):
+        if op not in bytecode.LOADS or name not in bytecode.names(arg):
             continue
         rest = ins[k + 1:k + 3]
         if attr is not None:

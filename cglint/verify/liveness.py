@@ -12,16 +12,14 @@ in a loop, every output bound to one name), the finding is CG958 at that assignm
 """
 from __future__ import annotations
 
-import dis
 import weakref
 from dataclasses import dataclass
-from functools import lru_cache
 from types import FrameType
 from typing import Any, Iterable, Optional
 
 import torch
 
-from cglint.verify import frames
+from cglint.verify import bytecode, frames
 from cglint.verify import rule_codes as rc
 from cglint.verify.recorder import Recorder
 from cglint.verify.rule_metadata import message
@@ -62,7 +60,7 @@ def snapshot(site_tensors: dict[str, torch.Tensor], parameters: Iterable[tuple[s
     reads = []
     outputs: dict[str, torch.Tensor] = {}
     if frame is not None:
-        for name in {stored for stored, _line, offset in _stores(frame.f_code) if started < offset < frame.f_lasti}:
+        for name in {stored for stored, _line, offset in bytecode.stores(frame.f_code) if started < offset < frame.f_lasti}:
             value = lookup(name, frame)
             if isinstance(value, torch.Tensor) and value.is_cuda:
                 outputs[name] = value
@@ -88,26 +86,9 @@ def snapshot(site_tensors: dict[str, torch.Tensor], parameters: Iterable[tuple[s
 # Every live captured output that was bound to a name, with the assignments that bound it; by
 # id, as a WeakKeyDictionary would compare two tensors with `==`.
 _OUTPUT_STORES: dict[int, tuple["weakref.ref[torch.Tensor]", frozenset[frames.Where]]] = {}
-_STORES = {"STORE_FAST", "STORE_NAME", "STORE_GLOBAL", "STORE_DEREF"}
-
-
-@lru_cache(maxsize=None)
-def _stores(code) -> tuple[tuple[str, int, int], ...]:
-    """(name, line, offset) of every store to a name or to an attribute of `self` in `code`."""
-    found, previous = [], None
-    for ins in dis.get_instructions(code):
-        if ins.opname in _STORES:
-            found.append((ins.argval, ins.positions.lineno or 0, ins.offset))
-        elif ins.opname == "STORE_ATTR" and previous is not None and previous.argval == "self":
-            found.append((f"self.{ins.argval}", ins.positions.lineno or 0, ins.offset))
-        if ins.opname != "CACHE":
-            previous = ins
-    return tuple(found)
-
-
 def _store(frame: FrameType, name: str) -> Optional[frames.Where]:
     """The last assignment to `name` before the point `frame` is at: the capture body's."""
-    before = [(line, offset) for stored, line, offset in _stores(frame.f_code) if stored == name and offset < frame.f_lasti]
+    before = [(line, offset) for stored, line, offset in bytecode.stores(frame.f_code) if stored == name and offset < frame.f_lasti]
     if not before:
         return None
     line, offset = max(before, key=lambda s: s[1])

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from types import CodeType
 from typing import Any, Optional
 
+from cglint.verify import bytecode
+
 VALUE, BRANCH, SLICE = "value", "branch", "slice"
 _PY312 = sys.version_info >= (3, 12)
 # (pops, pushes) of the instructions the use walk understands; others end it.
@@ -81,23 +83,20 @@ def lines(code: CodeType) -> frozenset[int]:
     return found
 
 
-_STORES = ("STORE_FAST", "STORE_NAME", "STORE_GLOBAL", "STORE_DEREF")
-
-
 def loop_targets(code: CodeType, offset: int) -> frozenset[str]:
     """The variables of the `for` loops of `code` that enclose `offset`."""
     try:
-        insts = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
+        insts = bytecode.instructions(code)
     except Exception:  # noqa: BLE001 - bytecode this scanner does not know
         return frozenset()
     names: set[str] = set()
-    for k, ins in enumerate(insts):
-        if ins.opname != "FOR_ITER" or not ins.offset < offset < ins.argval:
+    for k, (start, op, end, _line) in enumerate(insts):
+        if op != "FOR_ITER" or not start < offset < end:
             continue
-        for target in insts[k + 1:k + 8]:  # `bs` or `bs, graph` (UNPACK_SEQUENCE, then one store each)
-            if target.opname in _STORES:
-                names.add(target.argval)
-            elif target.opname != "UNPACK_SEQUENCE":
+        for _, target, name, _ in insts[k + 1:k + 8]:  # `bs` or `bs, graph` (UNPACK_SEQUENCE, then a store each)
+            if target in bytecode.STORES:
+                names.add(name)
+            elif target != "UNPACK_SEQUENCE":
                 break
     return frozenset(names)
 
