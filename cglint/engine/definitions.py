@@ -228,8 +228,11 @@ class ModuleInfo:
     def body_function(self) -> FunctionInfo:
         """The module's top-level code, walked like a function body."""
         if self._body is None:
-            if self.lazy:  # the statements are parsed when the body is walked
-                self._body = FunctionInfo(self, None, "<module>", "<module>", load_header=lambda: self.tree)
+            if self.lazy:  # parsed when walked, without the classes and plain defs (index.LazyStatements)
+                statements = self.statements
+                assert statements is not None
+                self._body = FunctionInfo(self, None, "<module>", "<module>",
+                                          load_header=lambda: cst.Module(body=statements.walked()))
             else:
                 self._body = FunctionInfo(self, self.tree, "<module>", "<module>")
         return self._body
