@@ -19,6 +19,8 @@ torch = pytest.importorskip("torch")
 
 from cglint.verify import cli, readplan  # noqa: E402
 
+from .samplers import AnnealedSampler  # noqa: E402
+
 DEVICE = 'DEVICE = "cuda" if torch.cuda.is_available() else "cpu"\n'
 
 
@@ -488,20 +490,6 @@ def test_the_bytecode_says_what_consumes_each_read():
     }
 
 
-class AnnealedSampler(torch.nn.Module):
-    """A sampler whose temperature is annealed on every call: eager calls between replays move it."""
-
-    def __init__(self):
-        super().__init__()
-        self.calls = 0
-        self.temperature = 1.0
-
-    def forward(self, logits):
-        self.calls += 1
-        self.temperature = 1.0 + 0.5 * self.calls
-        return torch.softmax(logits / self.temperature, dim=-1)  # read: the capture freezes it
-
-
 class FrozenReplay:
     """A stand-in for the CUDA graph of AnnealedSampler: each replay computes what was captured,
     the softmax at the temperature of the capture."""
@@ -535,8 +523,8 @@ def test_a_divergence_names_the_guarded_value_that_explains_it():
 
     lines, start = inspect.getsourcelines(AnnealedSampler.forward)
     calls_line, read_line = (start + next(i for i, text in enumerate(lines) if marker in text)
-                             for marker in ("0.5 * self.calls", "# read:"))
-    here = frames.display_path(__file__)
+                             for marker in ("0.5 * self.calls", "logits / self.temperature"))
+    here = frames.display_path(inspect.getsourcefile(AnnealedSampler))
     findings = recorder.findings()
     assert {(f.code, f.line) for f in findings} == {("CG601", calls_line), ("CG601", read_line),
                                                     ("CG690", start)}

@@ -18,18 +18,21 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 
 from cglint.verify.api import verify  # noqa: E402
 
+from .samplers import AnnealedSampler  # noqa: E402
+
 HERE = os.path.relpath(__file__)
+SAMPLERS = os.path.relpath(inspect.getsourcefile(AnnealedSampler))
 
 
 def markers_of(fn) -> set[tuple[str, int]]:
     lines, start = inspect.getsourcelines(fn)
     inside = range(start, start + len(lines))
-    return {(c, n) for c, n in expected_markers(open(__file__).read()) if n in inside}
+    return {(c, n) for c, n in expected_markers(open(inspect.getsourcefile(fn)).read()) if n in inside}
 
 
-def found(report) -> set[tuple[str, int]]:
-    """(code, line) of every finding, all of which must be in this file."""
-    assert {f.path for f in report.findings} <= {HERE}, report.summary()
+def found(report, path: str = HERE) -> set[tuple[str, int]]:
+    """(code, line) of every finding, all of which must be in `path` (this file unless given)."""
+    assert {f.path for f in report.findings} <= {path}, report.summary()
     return {(f.code, f.line) for f in report.findings}
 
 
@@ -107,27 +110,15 @@ def test_frozen_host_random_number_diverges_on_replay():
     assert set(report.divergence) == {"output"}
 
 
-class AnnealedSampler(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.calls = 0
-        self.temperature = 1.0
-
-    def forward(self, logits):
-        self.calls += 1
-        self.temperature = 1.0 + 0.5 * self.calls  # expect: CG601
-        return torch.softmax(logits / self.temperature, dim=-1)  # expect: CG601
-
-
 def test_a_divergence_names_the_guarded_values_that_changed():
     report = verify(AnnealedSampler(), (cuda(4, 16),), timing=False)
     defined = inspect.getsourcelines(AnnealedSampler.forward)[1]
-    assert found(report) == markers_of(AnnealedSampler) | {("CG690", defined)}, report.summary()
+    assert found(report, SAMPLERS) == markers_of(AnnealedSampler) | {("CG690", defined)}, report.summary()
     (divergence,) = (f for f in report.findings if f.code == "CG690")
     read = max(line for _, line in markers_of(AnnealedSampler))
-    assert f"`self.temperature` (3.0 at capture, " in divergence.message, divergence.message
-    assert f"read at {HERE}:{read})" in divergence.message, divergence.message
-    assert (HERE, read) in {(r.path, r.line) for r in divergence.related}
+    assert "`self.temperature` (3.0 at capture, " in divergence.message, divergence.message
+    assert f"read at {SAMPLERS}:{read})" in divergence.message, divergence.message
+    assert (SAMPLERS, read) in {(r.path, r.line) for r in divergence.related}
 
 
 def test_cpu_rng_moved_to_the_device():
