@@ -11,7 +11,7 @@ import libcst as cst
 
 from cglint import source
 from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo, Piece
-from cglint.engine.outline import DefOutline, Outline, outline_of
+from cglint.engine.outline import Outline, outline_of
 from cglint.engine.outline import top_level as outline_top_level
 from cglint.engine.syntax import assigned_names, descendants, dotted_name
 
@@ -52,9 +52,10 @@ class LazyStatements:
     whole-tree run's time on torch. Each top-level statement's lines of the skeleton parse
     alone, as a piece of the module whose lines map back to the source's."""
 
-    def __init__(self, module: ModuleInfo, outline: Outline, tree: ast.Module):
+    def __init__(self, module: ModuleInfo, outline: Outline):
         self.module = module
         self.outline = outline
+        tree = outline.tree
         self.lines = outline.skeleton
         row = {line: index + 1 for index, line in enumerate(outline.start_lines)}
         # Chunks: the skeleton rows of the statements that start each one (`a = 1; b = 2` is
@@ -155,7 +156,7 @@ def _lazy_index(name: str, file: source.SourceFile, is_package: bool, root: Path
     one of its nodes. None where the outline's definitions do not pair up with `ast`'s."""
     tree = outline.tree
     module = ModuleInfo(name, file, None, is_package, root, outline=outline, on_error=on_error)
-    statements = module.statements = LazyStatements(module, outline, tree)
+    statements = module.statements = LazyStatements(module, outline)
     _ast_imports(module, tree)
     module.globals = globals_ = _LazyGlobals(statements)
     shapes = iter(outline.defs)
@@ -168,7 +169,8 @@ def _lazy_index(name: str, file: source.SourceFile, is_package: bool, root: Path
                 shape = next(shapes, None)
                 if shape is None or shape.node is not node:
                     return None
-                module.functions[node.name] = _lazy_function(module, shape, chunk, defs)
+                module.functions[node.name] = FunctionInfo(module, None, node.name, shape.qualname, outline=shape,
+                                                           load_header=_nth_def(statements, chunk, defs, cst.FunctionDef))
                 defs += 1
             elif isinstance(node, ast.ClassDef):
                 cls = ClassInfo(module, None, node.name, _load=_nth_def(statements, chunk, defs, cst.ClassDef))
@@ -194,14 +196,9 @@ def _lazy_index(name: str, file: source.SourceFile, is_package: bool, root: Path
     return module
 
 
-def _lazy_function(module: ModuleInfo, shape: DefOutline, chunk: int, ordinal: int) -> FunctionInfo:
-    return FunctionInfo(module, None, shape.node.name, shape.qualname, outline=shape,  # type: ignore[attr-defined]
-                        load_header=_nth_def(module.statements, chunk, ordinal, cst.FunctionDef))
-
-
-def _nth_def(statements: Optional[LazyStatements], chunk: int, ordinal: int, kind: type) -> Callable[[], Any]:
+def _nth_def(statements: LazyStatements, chunk: int, ordinal: int, kind: type) -> Callable[[], Any]:
+    """Loads the `ordinal`-th def or class of a chunk (as `ast` counted them), if it is a `kind`."""
     def load() -> Any:
-        assert statements is not None
         found = [s for s in _top_level(statements.chunk(chunk)) if isinstance(s, (cst.FunctionDef, cst.ClassDef))]
         node = found[ordinal] if ordinal < len(found) else None
         return node if isinstance(node, kind) else None

@@ -242,7 +242,7 @@ def _torch_work(fn: Any) -> bool:
     if isinstance(fn, torch.nn.Module):
         return True
     module = getattr(fn, "__module__", None) or ""
-    return module.startswith("torch.") and not module.startswith(("torch.random", "torch.cuda.random")) or module == "torch"
+    return module == "torch" or module.startswith("torch.")  # seeding functions are matched before this
 
 
 def _is_numpy_random(owner: Any, fn: Any) -> bool:

@@ -49,6 +49,11 @@ def lookup(name: str, frame: Optional[FrameType]) -> Any:
     return frame.f_globals.get(name)
 
 
+# Every live captured output that was bound to a name, with the assignments that bound it; by
+# id, as a WeakKeyDictionary would compare two tensors with `==`.
+_OUTPUT_STORES: dict[int, tuple["weakref.ref[torch.Tensor]", frozenset[frames.Where]]] = {}
+
+
 def snapshot(site_tensors: dict[str, torch.Tensor], parameters: Iterable[tuple[str, Any, int]],
              frame: Optional[FrameType], started: int) -> list[Read]:
     """What replays of a graph captured in `frame` must find unchanged.
@@ -59,21 +64,24 @@ def snapshot(site_tensors: dict[str, torch.Tensor], parameters: Iterable[tuple[s
     the capture body assigned a device tensor to is an output."""
     reads = []
     outputs: dict[str, torch.Tensor] = {}
+    last: dict[str, tuple[int, int]] = {}  # name -> (line, offset) of its last assignment in the body
     if frame is not None:
-        for name in {stored for stored, _line, offset in bytecode.stores(frame.f_code) if started < offset < frame.f_lasti}:
-            value = lookup(name, frame)
-            if isinstance(value, torch.Tensor) and value.is_cuda:
-                outputs[name] = value
-    for name, value in outputs.items():
-        stored_at = _store(frame, name)
+        for stored, line, offset in bytecode.stores(frame.f_code):  # in code order: the last one wins
+            if started < offset < frame.f_lasti:
+                last[stored] = (line, offset)
+    for name, (line, offset) in last.items():
+        value = lookup(name, frame)
+        if not (isinstance(value, torch.Tensor) and value.is_cuda):
+            continue
+        outputs[name] = value
+        stored_at = frames.position(frame.f_code, line, offset)  # type: ignore[union-attr]
         reads.append(Read(weakref.ref(value), value.data_ptr(), (name,), "capture output", output=True,
                           stored_at=stored_at))
-        if stored_at is not None:  # one tensor may have two names (`logits = out.float()` is `out`)
-            key = id(value)
-            ref, stores = _OUTPUT_STORES.get(key, (None, frozenset()))
-            if ref is None or ref() is not value:
-                ref, stores = weakref.ref(value, lambda _r, key=key: _OUTPUT_STORES.pop(key, None)), frozenset()
-            _OUTPUT_STORES[key] = (ref, stores | {stored_at})
+        key = id(value)  # one tensor may have two names (`logits = out.float()` is `out`)
+        ref, stores = _OUTPUT_STORES.get(key, (None, frozenset()))
+        if ref is None or ref() is not value:
+            ref, stores = weakref.ref(value, lambda _r, key=key: _OUTPUT_STORES.pop(key, None)), frozenset()
+        _OUTPUT_STORES[key] = (ref, stores | {stored_at})
     made = {id(t) for t in outputs.values()}
     for name, value in site_tensors.items():
         if id(value) not in made:  # `self.static_out.float()` in the body reads an output
@@ -81,18 +89,6 @@ def snapshot(site_tensors: dict[str, torch.Tensor], parameters: Iterable[tuple[s
     for label, ref, data_ptr in parameters:
         reads.append(Read(ref, data_ptr, (), label))
     return reads
-
-
-# Every live captured output that was bound to a name, with the assignments that bound it; by
-# id, as a WeakKeyDictionary would compare two tensors with `==`.
-_OUTPUT_STORES: dict[int, tuple["weakref.ref[torch.Tensor]", frozenset[frames.Where]]] = {}
-def _store(frame: FrameType, name: str) -> Optional[frames.Where]:
-    """The last assignment to `name` before the point `frame` is at: the capture body's."""
-    before = [(line, offset) for stored, line, offset in bytecode.stores(frame.f_code) if stored == name and offset < frame.f_lasti]
-    if not before:
-        return None
-    line, offset = max(before, key=lambda s: s[1])
-    return frames.position(frame.f_code, line, offset)
 
 
 def check(reads: list[Read], recorder: Recorder, frame: Optional[FrameType], graph_label: str,
