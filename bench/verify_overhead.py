@@ -214,7 +214,7 @@ class Instrumented:
         sessions.end()
 
 
-PARTS = (("all", {}), ("without the torch hooks (TorchFunctionMode)", {"api_mode": False}),
+PARTS = (("all", {}), ("without the torch-call hooks (call wrappers)", {"api_mode": False}),
          ("without the host tracer", {"host": False}), ("without the guard collector", {"guard_reads": False}),
          ("none (capture patches only)", {"api_mode": False, "host": False, "guard_reads": False}))
 
@@ -231,7 +231,7 @@ def without(off: dict[str, bool]):
         if "host" in off:
             self._host = None
         if "api_mode" in off:
-            self.api_mode = False
+            self.api_mode = self.call_patches = False
         if "op_mode" in off:
             self.op_mode = False
         if "guard_reads" in off:

@@ -18,7 +18,7 @@ from typing import Any, Optional
 import torch
 
 from cglint.findings import Region
-from cglint.verify import errors, frames
+from cglint.verify import errors, frames, monitor
 from cglint.verify import rule_codes as rc
 from cglint.verify.instrument import Instrumentation
 from cglint.verify.recorder import Observation, Recorder
@@ -54,8 +54,12 @@ class CaptureMonitor:
         self.recorder = Recorder(region=region, stop=site, phase="capture")
         # torch.compile's own captures run generated code; torch modes there would only change its guards
         modes = region.kind != "torch.compile" if region else True
+        # Without the dispatch mode, a light capture sees torch calls through wrappers (callpatches)
+        # where the tracers are on sys.monitoring; on 3.11 the function mode also keeps the
+        # settrace tracers out of torch's own code.
         self.inst = Instrumentation(self.recorder, gpu=True, operators=operators, torch_modes=modes,
-                                    trace_ops=trace_ops, owned_generators=owned_generators, guard_reads=modes)
+                                    trace_ops=trace_ops, owned_generators=owned_generators, guard_reads=modes,
+                                    call_patches=not operators and monitor.AVAILABLE)
         self.error: Optional[BaseException] = None
         self.cause: Optional[Observation] = None
         self.sync_debug = sync_debug

@@ -121,6 +121,7 @@ class GuardSet:
         # check they are still the captured ones (liveness). Held until the capture ends.
         self.site_tensors: dict[str, torch.Tensor] = {}
         self._read: list[tuple[Guard, list[tuple[int, str]]]] = []
+        self.ref = weakref.ref(self)  # what the watchers' tables hold (see _subscribe)
 
     def __len__(self) -> int:
         return len(self.polled) + sum(len(v) for v in self.by_key.values())
@@ -160,19 +161,23 @@ class GuardSet:
     def bind(self, modules: Iterable[torch.nn.Module]) -> None:
         if not _installed:
             return  # rebinding is seen by the watchers only
+        # Every parameter of every module that ran, at every capture (500 per capture of a decoder):
+        # the loop stays plain.
+        me, ref = id(self), self.ref
         for module in modules:
+            module_ref, module_id = weakref.ref(module), id(module)
             for store in (module._parameters, module._buffers):
                 for name, t in store.items():
                     if not isinstance(t, torch.Tensor):
                         continue
                     try:
-                        bound = _Bound(weakref.ref(module), name, weakref.ref(t), t.data_ptr())
+                        bound = _Bound(module_ref, name, weakref.ref(t), t.data_ptr())
                     except Exception:  # noqa: BLE001 - a tensor without storage (meta, fake)
                         continue
-                    key = (id(module), name)
+                    key = (module_id, name)
                     self.bound[key] = self.bound_tensors[id(t)] = bound
-                    _subscribe(_subscribers, key, self)
-                    _subscribe(_data_subscribers, id(t), self)
+                    (_subscribers.get(key) or _subscribers.setdefault(key, {}))[me] = ref
+                    (_data_subscribers.get(id(t)) or _data_subscribers.setdefault(id(t), {}))[me] = ref
 
     def parameters(self) -> list[tuple[str, "weakref.ref[torch.Tensor]", int]]:
         """(label, weak reference, data_ptr) of the parameters and buffers of the modules that ran."""
@@ -757,18 +762,32 @@ def _stores(code: CodeType, name: str, opname: str, after: int) -> list[Related]
 
 _installed = False
 _collecting: list[Collector] = []
-_subscribers: dict[Any, "weakref.WeakSet[GuardSet]"] = {}
-_data_subscribers: dict[int, "weakref.WeakSet[GuardSet]"] = {}
+_subscribers: dict[Any, dict[int, "weakref.ref[GuardSet]"]] = {}
+_data_subscribers: dict[int, dict[int, "weakref.ref[GuardSet]"]] = {}
 _saved: list[tuple[type, str, Any]] = []
 _ABSENT = object()
 _TENSOR_DATA = torch._C.TensorBase.__dict__["data"]
 
 
 def _subscribe(table: dict, key: Any, guards: GuardSet) -> None:
+    # A dict of weak references, not a WeakSet: every capture subscribes each parameter of the
+    # modules that ran, and WeakSet.add was a tenth of a decoder capture's instrumentation.
     subs = table.get(key)
     if subs is None:
-        subs = table[key] = weakref.WeakSet()
-    subs.add(guards)
+        subs = table[key] = {}
+    subs[id(guards)] = guards.ref
+
+
+def _live(subs: dict[int, "weakref.ref[GuardSet]"]) -> list[GuardSet]:
+    """The guard sets still alive in a subscription, forgetting those that are gone."""
+    found = []
+    for key, ref in list(subs.items()):
+        guards = ref()
+        if guards is None:
+            del subs[key]
+        else:
+            found.append(guards)
+    return found
 
 
 def _writer() -> Optional[Related]:
@@ -789,7 +808,7 @@ def _module_setattr(original: Callable) -> Callable:
             subs = _subscribers.get(key)
             if subs:
                 writer = _writer()
-                for guards in list(subs):
+                for guards in _live(subs):
                     guards.written(key, value, writer)
 
     return __setattr__
@@ -820,7 +839,7 @@ def _data_set(self: torch.Tensor, value: torch.Tensor) -> None:
     subs = _data_subscribers.get(id(self)) if _data_subscribers else None
     if subs:
         writer = _writer()
-        for guards in list(subs):
+        for guards in _live(subs):
             guards.data_written(self, writer)
 
 

@@ -6,6 +6,7 @@ work torch does for itself (timers in its logging, say) is not the user's findin
 """
 from __future__ import annotations
 
+import builtins
 import io
 import logging
 import pathlib
@@ -14,7 +15,7 @@ import sys
 import threading
 import time
 import warnings
-from types import CodeType, FrameType, MethodDescriptorType
+from types import BuiltinFunctionType, CodeType, FrameType, MethodDescriptorType
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from cglint.verify import frames, monitor, torchmodes
@@ -116,14 +117,15 @@ class HostTracer:
         target = getattr(getattr(fn, "__func__", fn), "__wrapped__", getattr(fn, "__func__", fn))
         called = getattr(target, "__code__", None)
         if called is None:
-            return sys.monitoring.DISABLE if _torch_work(callee) else None
+            return sys.monitoring.DISABLE if _torch_work(callee) or _inert(callee) else None
         hit = self._targets.get(called)
         if hit is None:
             if _torch_work(callee):
                 return sys.monitoring.DISABLE
             hit = self._files.get(called.co_filename)
             if hit is None:
-                return None
+                # A function of the user's: its own calls are watched once it starts (PY_START).
+                return sys.monitoring.DISABLE if monitor.followed(called) else None
             if called.co_filename == pathlib.__file__ and called.co_name not in HOST.path_io.names:
                 return None
             if called.co_filename == random.__file__ and called.co_name.startswith("_"):
@@ -243,6 +245,15 @@ def _torch_work(fn: Any) -> bool:
         return True
     module = getattr(fn, "__module__", None) or ""
     return module == "torch" or module.startswith("torch.")  # seeding functions are matched before this
+
+
+def _inert(fn: Any) -> bool:
+    """A class, or a function of the builtins module that `_builtin` found harmless (`len`, `isinstance`):
+    what it is does not depend on the caller, so its call site need not be seen again. `len` and
+    `super()` in every layer's forward were most of the events left after `_torch_work`."""
+    if isinstance(fn, type):
+        return True
+    return type(fn) is BuiltinFunctionType and getattr(fn, "__self__", None) is builtins
 
 
 def _is_numpy_random(owner: Any, fn: Any) -> bool:

@@ -5,6 +5,7 @@ import threading
 from typing import Any, Optional
 
 from cglint.verify import frames, guards, synchooks
+from cglint.verify.callpatches import CallPatches
 from cglint.verify.hosttrace import HostTracer
 from cglint.verify.recorder import Recorder
 from cglint.verify.torchmodes import ApiMode, OpMode
@@ -15,15 +16,18 @@ class Instrumentation:
 
     def __init__(self, recorder: Recorder, *, gpu: bool, host: bool = True, operators: bool = True,
                  torch_modes: bool = True, trace_ops: bool = True, owned_generators: tuple[Any, ...] = (),
-                 guard_reads: bool = False):
+                 guard_reads: bool = False, call_patches: bool = False):
         self.recorder = recorder
         self.gpu = gpu
         self.owned_generators = owned_generators  # registered with the capturing graph
         self.thread = threading.get_ident()
         self.ops: Optional[OpMode] = None
         self._api: Optional[ApiMode] = None
+        self._patches: Optional[CallPatches] = None
         self._host = HostTracer(self) if host else None
-        self.api_mode = torch_modes  # the TorchFunctionMode
+        # The TorchFunctionMode, or wrappers of only the torch callables it classifies (callpatches)
+        self.api_mode = torch_modes and not call_patches
+        self.call_patches = torch_modes and call_patches
         self.op_mode = torch_modes and operators  # the TorchDispatchMode
         self.trace_ops = trace_ops  # keep the operator sequence (to compare two inputs)
         self._own_hooks = False
@@ -41,6 +45,8 @@ class Instrumentation:
         if self.api_mode:
             self._api = ApiMode(self)
             self._api.__enter__()
+        if self.call_patches:
+            self._patches = CallPatches(self).start()
         if self._host:
             self._host.start()
         if self.gpu:
@@ -63,6 +69,9 @@ class Instrumentation:
             self._own_hooks = False
         if self._host:
             self._host.stop()
+        if self._patches is not None:
+            self._patches.stop()
+            self._patches = None
         # Leave the modes in the order they were entered, innermost first.
         for mode in (self._api, self.ops):
             if mode is None:

@@ -88,7 +88,7 @@ class ApiMode(TorchFunctionMode):
         try:
             name = getattr(func, "__name__", "")
             if name in classify.CALL_NAMES or (kwargs and not classify.CALL_KWARGS.isdisjoint(kwargs)):
-                return self._classified(func, name or str(func), args, kwargs or {}, profile, trace)
+                return observe_call(self.inst, func, name or str(func), args, kwargs or {}, sys._getframe(1))
             if name in _RUNS_USER_CODE:
                 profile, trace = _unmute(profile, trace)
             # The call runs torch's own code (its operators reach OpMode), untraced: the host tracer
@@ -97,26 +97,28 @@ class ApiMode(TorchFunctionMode):
         finally:
             _unmute(profile, trace)
 
-    def _classified(self, func, name: str, args: tuple, kwargs: dict, profile: Any, trace: Any) -> Any:
-        caller = sys._getframe(2)
-        user = frames.user_frame(caller) if name == "__bool__" else None
-        hit = classify.classify_call(name, args, kwargs, gpu=self.inst.gpu, frame=user,
-                                     owned_generators=self.inst.owned_generators)
-        rec = self.inst.recorder
-        obs = None
-        if hit:
-            hit = classify.library_hit(hit, caller, user or frames.user_frame(caller))
-            obs = rec.observe(hit[0], hit[1], caller)
-        if obs is None:
+
+def observe_call(inst: "Instrumentation", func: Any, name: str, args: tuple, kwargs: dict, caller: Any) -> Any:
+    """Run a torch call that classify_call may report, recording it when it is a hazard.
+    `caller` is the frame that made the call (the user's, or torch's own code)."""
+    user = frames.user_frame(caller) if name == "__bool__" else None
+    hit = classify.classify_call(name, args, kwargs, gpu=inst.gpu, frame=user,
+                                 owned_generators=inst.owned_generators)
+    rec = inst.recorder
+    obs = None
+    if hit:
+        hit = classify.library_hit(hit, caller, user or frames.user_frame(caller))
+        obs = rec.observe(hit[0], hit[1], caller)
+    if obs is None:
+        result = func(*args, **kwargs)
+    else:
+        with rec.explaining(obs):
             result = func(*args, **kwargs)
-        else:
-            with rec.explaining(obs):
-                result = func(*args, **kwargs)
-        if self.inst.gpu and hit is None and name in classify.CALLS.random_factories.names:
-            late = classify.random_result_on_host(name, result)
-            if late:
-                rec.observe(late[0], late[1], caller)
-        return result
+    if inst.gpu and hit is None and name in classify.CALLS.random_factories.names:
+        late = classify.random_result_on_host(name, result)
+        if late:
+            rec.observe(late[0], late[1], caller)
+    return result
 
 
 # Torch calls that run the user's Python inside them (backward hooks, custom autograd functions):
