@@ -553,3 +553,29 @@ def test_a_divergence_with_no_changed_guard_points_at_the_suspects():
                                       VerifyReport(mode="gpu"), replays=2, rtol=1e-4, atol=1e-5, guarded=None)
     (divergence,) = recorder.findings()
     assert divergence.code == "CG690" and "explained by" not in divergence.message and not divergence.related
+
+
+def test_graphs_captured_at_one_site_each_report_their_own_replay(tmp_path, monkeypatch, capsys):
+    # Captures at one site share the guards they build (guards._built); each graph still checks
+    # them for itself: the second graph's replay after the change is evidence of its own.
+    script = """
+    import torch
+
+    """ + DEVICE + """
+    scale = 1.0
+    static_x = torch.zeros(8, 16, device=DEVICE)
+    pool = torch.cuda.graph_pool_handle() if torch.cuda.is_available() else None
+    graphs, outputs = {}, {}
+    for bs in (8, 4):
+        graphs[bs] = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graphs[bs], pool=pool):
+            outputs[bs] = static_x[:bs] * scale  # expect: CG601
+    scale = 2.0
+    graphs[8].replay()
+    graphs[4].replay()
+    """
+    findings = run(tmp_path, monkeypatch, capsys, script)
+    assert located(findings) == expected(script)
+    (finding,) = findings
+    for replay in ("graphs[8].replay()", "graphs[4].replay()"):
+        assert f"seen before the replay at job.py:{line_of(script, replay)}" in finding["message"]

@@ -90,7 +90,6 @@ class Guard:
     stack: Callable[[], tuple[str, ...]]  # the trace, resolved only when the guard reports (labels cost)
     captured: Any
     fetch: Callable[[], Any]  # the value now; raises when its object is gone
-    seen: Any  # the last value checked (its identity makes the common check one `is`)
     writers: Callable[[], list[Related]] = lambda: []  # where a global is assigned (found statically)
 
 
@@ -117,6 +116,9 @@ class GuardSet:
         self.events: list[tuple[frames.Where, tuple[str, ...], str, int]] = []  # rebinding seen by the watchers
         self._seen_keys: set[tuple] = set()
         self.changed: dict[int, tuple[Guard, Any]] = {}  # guards found changed, with their latest value
+        # The last value each polled guard was checked against (its identity makes the common check
+        # one `is`); kept here because captures share their Guard objects (Collector._guard).
+        self.last: dict[int, Any] = {}
         # Device tensors the capture site read by name (`static_x`, `self.static_x`): replays
         # check they are still the captured ones (liveness). Held until the capture ends.
         self.site_tensors: dict[str, torch.Tensor] = {}
@@ -217,8 +219,8 @@ class GuardSet:
                 now = guard.fetch()
             except Exception:  # noqa: BLE001 - its object is gone: nothing left to guard
                 continue
-            if now is not guard.seen:
-                guard.seen = now
+            if now is not self.last.get(id(guard), guard.captured):
+                self.last[id(guard)] = now
                 if not same(now, guard.captured):
                     self.changed[id(guard)] = (guard, now)
                     _report(guard, now, recorder, frame, guard.writers())
@@ -234,7 +236,7 @@ class GuardSet:
                         now = guard.fetch()
                     except Exception:  # noqa: BLE001
                         continue
-                    guard.seen = now
+                    self.last[id(guard)] = now
                     if not same(now, guard.captured):
                         self.changed[id(guard)] = (guard, now)
                         _report(guard, now, recorder, frame, [writer] if writer else [])
@@ -315,6 +317,8 @@ class Collector:
         self._started_at: dict[FrameType, tuple[int, frozenset[str]]] = {}
         self._stack: tuple[Optional[FrameType], tuple] = (None, ())
         self._importing = 0
+        # Guards are shared between captures at one site only: their traces and writers name it.
+        self._site_key = (region.path, region.line) if region else None
 
     def start(self) -> "Collector":
         self.thread = threading.get_ident()
@@ -399,7 +403,7 @@ class Collector:
             if monitor.importing(sys._getframe(1)):
                 return None  # module code run by an import is not the region's work; ask again after it
             self._follow(code)
-        elif code.co_name == "forward" and code.co_varnames[:1] == ("self",) and code not in self._codes:
+        elif code.co_name == "forward" and code not in self._codes and _takes_self(code):
             self._library_codes.add(code)
             self._codes.add(code)
             e = monitor.events()
@@ -442,7 +446,7 @@ class Collector:
                 return previous  # module code run by an import; code made by exec (dataclass __init__)
             self._lines[frame] = set()
             mine = self._local
-        elif code.co_name == "forward" and code.co_varnames[:1] == ("self",):
+        elif code.co_name == "forward" and _takes_self(code):
             if previous is None:
                 frame.f_trace_lines = False
             mine = self._library
@@ -481,7 +485,7 @@ class Collector:
                 self._leave_library(frame, code)
                 return
             local = frame.f_locals
-            owner = local.get("self") if code.co_varnames[:1] == ("self",) else None
+            owner = local.get("self") if _takes_self(code) else None
             if isinstance(owner, torch.nn.Module):
                 self._modules[id(owner)] = owner
             at_site = frame in self._started_at
@@ -519,7 +523,7 @@ class Collector:
             where = frames.where(at)
             code_ = _CODES[readplan.BRANCH if name == "training" else site.use]
             guard = Guard(f"{type(owner).__name__}.{name}", code_, where, self._trace(at, where), value,
-                          _fetcher(weakref.ref(owner), site.steps), value)
+                          _fetcher(weakref.ref(owner), site.steps))
             self.guards.add(guard, [(id(owner), name)])
 
     def _site_tensor(self, space: Any, site: readplan.ReadSite) -> None:
@@ -566,6 +570,15 @@ class Collector:
                 value, watchable = len(value), False
         if not guardable(value):
             return
+        # A serving engine captures the same step at many batch sizes: each capture reads the same
+        # values at the same sites, and building their guards again was most of the collector's
+        # cost. A guard an earlier capture at this site built from this object is shared while it
+        # still reads this value.
+        reuse = (identity, id(site), self._site_key)
+        built = _built.get(reuse)
+        if built is not None and built[0] is site and _still(built[1], value):
+            self.guards.add(built[1], built[2])
+            return
         if get_root is None:
             try:
                 get_root = weakref.ref(root)
@@ -574,9 +587,13 @@ class Collector:
         where = _site_where(frame.f_code, site)
         training = site.steps[-1:] == (("attr", "training"),) if site.steps else False
         code = _CODES[readplan.BRANCH if training else site.use]
-        guard = Guard(site.text, code, where, self._trace(at, where), value, _fetcher(get_root, site.steps), value,
+        guard = Guard(site.text, code, where, self._trace(at, where), value, _fetcher(get_root, site.steps),
                       _writers_of(frame, site, holder, self._site_codes, self.recorder))
-        self.guards.add(guard, watched if watchable else [])
+        watched = watched if watchable else []
+        self.guards.add(guard, watched)
+        if len(_built) > _MAX_BUILT:
+            _built.clear()
+        _built[reuse] = (site, guard, watched)
 
     def _trace(self, at: FrameType, read: frames.Where) -> Callable[[], tuple[str, ...]]:
         """How to label the stack from the capture site to the read, should the guard ever report.
@@ -596,6 +613,30 @@ class Collector:
             return site + tuple(shown)
 
         return labels
+
+
+_built: dict[tuple, tuple[readplan.ReadSite, Guard, list[tuple[int, str]]]] = {}
+_MAX_BUILT = 100_000
+
+
+def _still(guard: Guard, value: Any) -> bool:
+    """Whether a guard built by an earlier capture reads `value` now and read it then."""
+    try:
+        return same(guard.captured, value) and same(guard.fetch(), value)
+    except Exception:  # noqa: BLE001 - its object is gone
+        return False
+
+
+def _takes_self(code: CodeType) -> bool:
+    """Whether `code` is a method's, its first argument `self`. Cached: co_varnames builds a new
+    tuple on every access (3.11+), and every frame of the capture asks."""
+    found = _methods.get(code)
+    if found is None:
+        found = _methods[code] = code.co_varnames[:1] == ("self",)
+    return found
+
+
+_methods: dict[CodeType, bool] = {}
 
 
 def _chained(mine: Callable, theirs: Optional[Callable]) -> Callable:
@@ -641,9 +682,17 @@ def _root(frame: FrameType, local: Any, site: readplan.ReadSite) -> Optional[tup
     return value, ("object", id(value)), None
 
 
-@functools.lru_cache(maxsize=8192)
 def _site_where(code: CodeType, site: readplan.ReadSite) -> frames.Where:
-    return frames.Where(code.co_filename, site.line, site.column, site.end_line, site.end_column, code.co_name)
+    # By identity: a site belongs to one code object's plan, and hashing the dataclass cost more
+    # than the Where.
+    found = _wheres.get(id(site))
+    if found is None or found[0] is not site:
+        found = _wheres[id(site)] = (site, frames.Where(code.co_filename, site.line, site.column, site.end_line,
+                                                        site.end_column, code.co_name))
+    return found[1]
+
+
+_wheres: dict[int, tuple[readplan.ReadSite, frames.Where]] = {}
 
 
 def _module_attr(module: torch.nn.Module, name: str) -> Any:
@@ -696,11 +745,16 @@ def _cell(code: CodeType, name: str, value: Any) -> Any:
     return None
 
 
+_chains: dict[tuple, Callable[[Any], Any]] = {}
+
+
 def _fetcher(get_root: Callable[[], Any], steps: tuple) -> Callable[[], Any]:
     if not steps:
         return get_root
     if all(step == "attr" for step, _ in steps):
-        chain = operator.attrgetter(".".join(key for _, key in steps))
+        chain = _chains.get(steps)
+        if chain is None:
+            chain = _chains[steps] = operator.attrgetter(".".join(key for _, key in steps))
         return lambda: chain(get_root())
 
     def fetch() -> Any:

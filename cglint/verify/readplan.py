@@ -13,6 +13,8 @@ the guard collector only evaluates them on the frames a capture ran.
 """
 from __future__ import annotations
 
+import functools
+
 import dis
 import sys
 from dataclasses import dataclass
@@ -45,7 +47,9 @@ class ReadSite:
     end_column: int
     offset: int
 
-    @property
+    # Cached on the site (plans live as long as their code): every capture builds guards from the
+    # same sites of each layer's forward.
+    @functools.cached_property
     def text(self) -> str:
         out = self.root
         for step, key in self.steps:
