@@ -1,8 +1,9 @@
 """Which torch calls and operators are graph hazards, and under which rule code.
 
 Two levels: `classify_call` sees the Python API (`t.item()`, `torch.nonzero(x)`, with
-their arguments) through a TorchFunctionMode; `classify_op` sees ATen operators through a
-TorchDispatchMode, which also catches hazards hidden inside library functions.
+their arguments) through a TorchFunctionMode or a capture's call wrappers (callpatches);
+`classify_op` sees ATen operators through a TorchDispatchMode, which also catches hazards
+hidden inside library functions.
 `gpu` says whether tensors have their real devices; in CPU trace mode every tensor is
 on the CPU, so device-dependent checks fall back to what the call spells out.
 """
