@@ -179,8 +179,9 @@ class StateFacts:
         found: dict[str, str] = {}
         functions = module.all_functions()
         for function in functions:
-            if function.outline is not None and not function.outline.facts.declares_global:
-                continue  # nothing to find, and no reason to parse it
+            if function.outline is not None and not (function.outline.mentions(("global",))
+                                                     and function.outline.facts.declares_global):
+                continue  # nothing to find, and no reason to parse it (or walk its `ast`: most never say `global`)
             declared: set[str] = set()
             # `if _ctx is None: _ctx = make()` fills a global once (lazy initialization, a
             # memo): it never flips between replays, so those writes are no state changes.
