@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Iterable, Optional
 from cglint import catalogue, configured_names, source, suppress
 from cglint.config import Config
 from cglint.discovery import discover, forget_folders, module_name_for, relative_to, resolved
-from cglint.engine.prefilter import EntryFiles, can_capture, code_can_capture, mentions, names_any
+from cglint.engine.prefilter import EntryFiles, can_capture, code_can_capture, names_word
 from cglint.findings import Finding, Region, Related
 from cglint.footprint import Footprint
 from cglint.rule import REPLAY
@@ -94,7 +94,7 @@ def _reuse(previous: cache.BaseRun, files: list[Path], digests: dict, selection:
     """The previous run's result over the same files, if no file that changed since could
     change what the engine found; the changed files' own read errors are new."""
     before = previous.footprint
-    named = names_any(before.helpers) if before.helpers else None
+    helpers = before.helpers
     searches = {text: set(paths) for text, paths in before.searches.items()}
     per_file = dict(before.per_file)
     for path in files:
@@ -105,7 +105,7 @@ def _reuse(previous: cache.BaseRun, files: list[Path], digests: dict, selection:
             return None  # the engine read it: its findings may change
         loaded = source.load(path, display_path(path))
         text = loaded.text if isinstance(loaded, source.SourceFile) and not suppress.skips_file(loaded.text) else ""
-        if entries.by_text(text) or (named is not None and named.search(text)):
+        if entries.by_text(text) or names_word(text, helpers):
             return None  # the engine would read it now
         if any((needle in text) != (given in paths) for needle, paths in searches.items()):
             return None  # a search over every file would answer differently
@@ -290,10 +290,10 @@ def _engine_findings(texts, configured, scanned, roots, checked, config, selecti
     engine.discover_modules(modules)
     helpers = engine.helper_names() - helper_names
     if helpers:
-        entered, named = set(entry), names_any(helpers)
+        entered = set(entry)
         modules += [
             m for p, text in texts.items()
-            if p not in entered and mentions(text, helpers) and named.search(text)  # substrings first: faster
+            if p not in entered and names_word(text, helpers)
             and (m := project.module_for_path(p, text)) is not None
         ]
         engine.discover_modules(modules, helpers)

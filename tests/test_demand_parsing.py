@@ -207,3 +207,15 @@ def test_a_file_that_names_capture_forms_only_in_strings_and_comments_is_not_par
     assert {p.name for p in result.footprint.read} == {"runner.py", "broken.py"}
     assert [(f.path, f.code) for f in result.findings] == [("broken.py", "CG002"), ("runner.py", "CG101")]
     assert result.findings == check_files(files, Config(root=tmp_path), prefilter=False).findings
+
+
+def test_a_helper_is_mentioned_only_as_a_whole_word():
+    from cglint.engine.prefilter import names_word
+
+    helpers = ["_record", "capture_step"]
+    # torch's profiler says `_record_function` in hundreds of files that never call `_record`.
+    assert not names_word("with _record_function('step'):\n    my_record = 1\n", helpers)
+    assert names_word("with _record_function('x'):\n    self._record(g)\n", helpers)  # the second occurrence
+    assert names_word("_record", helpers) and names_word("x = capture_step", helpers)  # at either end
+    assert not names_word("recapture_steps()", helpers) and not names_word("anything", [])
+    assert names_word("λ=_record(g)", helpers) and not names_word("é_record", helpers)  # identifiers are Unicode

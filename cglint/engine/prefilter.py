@@ -86,10 +86,23 @@ def mentions(text: str, tokens: Iterable[str]) -> bool:
     return any(token in text for token in tokens if token)
 
 
-def names_any(names: Iterable[str]) -> "re.Pattern[str]":
-    """An expression for any of these identifiers as a whole word: a helper named `_record`
-    is not mentioned by `_record_function` (substrings matched 25 times as many of torch's files)."""
-    return re.compile(r"\b(?:%s)\b" % "|".join(re.escape(n) for n in sorted(names)))
+def names_word(text: str, names: Iterable[str]) -> bool:
+    """Whether `text` holds any of these identifiers as a whole word: a helper named `_record`
+    is not mentioned by `_record_function` (substrings matched 25 times as many of torch's files).
+    A `find` loop per name: a `\\b(?:a|b)\\b` expression tried every position of every file and
+    took twice as long over torch's sources."""
+    for name in names:
+        size, start = len(name), text.find(name) if name else -1
+        while start != -1:
+            end = start + size
+            if not (start and _word_char(text[start - 1])) and not (end < len(text) and _word_char(text[end])):
+                return True
+            start = text.find(name, end)
+    return False
+
+
+def _word_char(char: str) -> bool:
+    return char.isalnum() or char == "_"
 
 
 class EntryFiles:
