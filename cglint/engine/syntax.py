@@ -31,6 +31,7 @@ _TRIVIA = (
 _TRIVIA_FIELDS = {"lpar", "rpar", "comma", "leading_lines", "lines_after_decorators", "header", "footer"}
 _FIELDS: dict[type, tuple[str, ...]] = {}
 _CODE: dict[type, bool] = {}  # node type -> holds code (isinstance on libcst's ABCs is slow)
+_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})  # final classes: compared by type
 
 
 def _child_fields(node_type: type) -> tuple[str, ...]:
@@ -70,7 +71,7 @@ def descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     while stack:
         current = stack.pop()
         yield current
-        if isinstance(current, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        if type(current) in _SCOPES:  # exact types: isinstance on libcst's ABCs is slow
             continue
         kids = list(children(current))
         kids.reverse()

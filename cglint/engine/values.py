@@ -156,6 +156,15 @@ def literal_value(expr: cst.BaseExpression) -> Optional[Value]:
 
 
 def _evaluate(expr: cst.BaseExpression, scope: "Scope") -> Value:
+    # The common kinds first, by exact type (libcst's node classes are final; isinstance on
+    # their ABC metaclass costs a Python call for every miss).
+    kind = type(expr)
+    if kind is cst.Name:
+        return scope.lookup(expr.value)  # type: ignore[attr-defined]
+    if kind is cst.Attribute:
+        return _attribute(expr, scope)  # type: ignore[arg-type]
+    if kind is cst.Call:
+        return _call(expr, scope)  # type: ignore[arg-type]
     if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString)):
         return Value(Kind.HOST, const=_literal(expr))
     if isinstance(expr, (cst.Imaginary, cst.ConcatenatedString)):

@@ -38,7 +38,7 @@ class Mode(enum.Enum):
     REPLAY = "replay"
 
 
-_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})  # final classes: compared by type
 
 # What `dispatch` hands to the rules, by exact node type; rules' `nodes` are checked against
 # it when they load. Keep it in step with the `self.dispatch` calls below: the statements
@@ -360,13 +360,16 @@ class Walker:
         while stack:
             current = stack.pop()
             self.dispatch(current)
-            if isinstance(current, cst.Call):
-                self.call(current)
-            elif isinstance(current, (cst.Attribute, cst.Name)):
-                self.note_read(current)
-            elif isinstance(current, cst.Yield) and self.in_region and self.mode is Mode.DISCOVER:
+            # Exact types: libcst's node classes are final, and isinstance on their ABC metaclass
+            # costs a Python call for every miss.
+            kind = type(current)
+            if kind is cst.Call:
+                self.call(current)  # type: ignore[arg-type]
+            elif kind is cst.Attribute or kind is cst.Name:
+                self.note_read(current)  # type: ignore[arg-type]
+            elif kind is cst.Yield and self.in_region and self.mode is Mode.DISCOVER:
                 self.engine.note_yield_in_region(self.function)
-            if isinstance(current, _SCOPES):
+            if kind in _SCOPES:
                 continue
             kids = list(children(current))
             kids.reverse()
