@@ -47,7 +47,9 @@ def _child_fields(node_type: type) -> tuple[str, ...]:
 def _holds_code(kind: type) -> bool:
     found = _CODE.get(kind)
     if found is None:
-        found = _CODE[kind] = issubclass(kind, cst.CSTNode) and not issubclass(kind, _TRIVIA)
+        # Through the MRO: issubclass on libcst's ABCs builds each base's subclass cache first.
+        mro = set(kind.__mro__)
+        found = _CODE[kind] = cst.CSTNode in mro and mro.isdisjoint(_TRIVIA)
     return found
 
 

