@@ -120,7 +120,7 @@ def main() -> None:
     if not torch.cuda.is_available():
         raise SystemExit("needs a CUDA device")
 
-    from cglint.verify import frames, guards, patches
+    from cglint.verify import frames, patches, watchers
     from cglint.verify import session as sessions
     from cglint.verify.recorder import Recorder
 
@@ -133,7 +133,7 @@ def main() -> None:
         bare_graph, _ = capture(model, static_x)
         session = sessions.begin(True)
         patches.install(session)
-        guards.install()
+        watchers.install()
         try:
             graph, _ = capture(model, static_x)
             held = graph._cglint_guards
@@ -157,7 +157,7 @@ def main() -> None:
                 held.check(recorder, frame)
             check_us = (time.perf_counter() - t0) * 1e6 / n
         finally:
-            guards.uninstall()
+            watchers.uninstall()
             patches.uninstall()
             sessions.end()
 

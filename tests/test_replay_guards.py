@@ -556,7 +556,7 @@ def test_a_divergence_with_no_changed_guard_points_at_the_suspects():
 
 
 def test_graphs_captured_at_one_site_each_report_their_own_replay(tmp_path, monkeypatch, capsys):
-    # Captures at one site share the guards they build (guards._built); each graph still checks
+    # Captures at one site share the guards they build (collector._built); each graph still checks
     # them for itself: the second graph's replay after the change is evidence of its own.
     script = """
     import torch

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from cglint.verify import compiled, cpushims, guards, inputs
+from cglint.verify import compiled, cpushims, inputs, watchers
 from cglint.verify.recorder import Recorder
 from cglint.verify.result import VerifyReport
 from cglint.verify.session import Session
@@ -44,10 +44,10 @@ class CpuBackend:
 
     def install(self, session: Session) -> None:
         cpushims.install(session)
-        guards.install()
+        watchers.install()
         compiled.install(session)
 
     def uninstall(self) -> None:
         compiled.uninstall()
-        guards.uninstall()
+        watchers.uninstall()
         cpushims.uninstall()

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import torch
 
-from cglint.verify import compiled, errors, frames, guards, inputs, patches
+from cglint.verify import compiled, errors, frames, guards, inputs, patches, watchers
 from cglint.verify import rule_codes as rc
 from cglint.verify.capture import CaptureMonitor, pool_bytes, reset_after_failure
 from cglint.verify.compare import diverges
@@ -38,12 +38,12 @@ class GpuBackend:
 
     def install(self, session: Session) -> None:
         patches.install(session)
-        guards.install()
+        watchers.install()
         compiled.install(session)
 
     def uninstall(self) -> None:
         compiled.uninstall()
-        guards.uninstall()
+        watchers.uninstall()
         patches.uninstall()
 
 

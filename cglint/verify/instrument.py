@@ -5,6 +5,7 @@ import threading
 from typing import Any, Optional
 
 from cglint.verify import frames, guards, synchooks
+from cglint.verify.collector import Collector
 from cglint.verify.callpatches import CallPatches
 from cglint.verify.hosttrace import HostTracer
 from cglint.verify.recorder import Recorder
@@ -32,7 +33,7 @@ class Instrumentation:
         self.trace_ops = trace_ops  # keep the operator sequence (to compare two inputs)
         self._own_hooks = False
         self.running = False
-        self._collector: Optional[guards.Collector] = None
+        self._collector: Optional[Collector] = None
         self.guard_reads = guard_reads  # a capture: collect replay guards (see guards)
         self.guards: Optional[guards.GuardSet] = None
 
@@ -53,7 +54,7 @@ class Instrumentation:
             self._own_hooks = synchooks.install()
         synchooks.activate(self)
         if self.guard_reads:
-            self._collector = guards.Collector(self.recorder).start()
+            self._collector = Collector(self.recorder).start()
         self.running = True
         return self
 

@@ -1,0 +1,140 @@
+"""Watchers: writes to nn.Module attributes and `.data` of parameters, seen for a whole verify session.
+
+A replay guard on a module attribute is not re-read before every replay: while the verifier
+runs, `Module.__setattr__` and the `.data` setter of parameters are wrapped, and a write to
+a subscribed (module, attribute) marks the guard sets that depend on it, with the line that
+wrote it (GuardSet.written). A parameter or buffer rebound inside a captured region is
+reported at once (CG401). Writes that bypass `__setattr__` (`vars(module)[k] = v`) are not
+seen.
+"""
+from __future__ import annotations
+
+import functools
+import sys
+import weakref
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
+
+import torch
+
+from cglint.findings import Related
+from cglint.verify import frames
+from cglint.verify import rule_codes as rc
+
+if TYPE_CHECKING:
+    from cglint.verify.collector import Collector
+    from cglint.verify.guards import GuardSet
+
+_installed = False
+collecting: list["Collector"] = []  # the collectors of captures running now (innermost last)
+_subscribers: dict[Any, dict[int, "weakref.ref[GuardSet]"]] = {}
+_data_subscribers: dict[int, dict[int, "weakref.ref[GuardSet]"]] = {}
+_saved: list[tuple[type, str, Any]] = []
+_ABSENT = object()
+_TENSOR_DATA = torch._C.TensorBase.__dict__["data"]
+
+
+def installed() -> bool:
+    return _installed
+
+
+def subscribe(guards: "GuardSet", keys: Iterable[tuple[int, str]] = (), tensors: Iterable[int] = ()) -> None:
+    """Tell `guards` of writes to these (id(module), attribute) keys and of `.data` assignments to
+    the tensors with these ids. Dicts of weak references, not WeakSets: every capture subscribes
+    each parameter of the modules that ran, and WeakSet.add was a tenth of a decoder capture's
+    instrumentation."""
+    me, ref = id(guards), guards.ref
+    for key in keys:
+        (_subscribers.get(key) or _subscribers.setdefault(key, {}))[me] = ref
+    for tensor in tensors:
+        (_data_subscribers.get(tensor) or _data_subscribers.setdefault(tensor, {}))[me] = ref
+
+
+def _live(subs: dict[int, "weakref.ref[GuardSet]"]) -> list["GuardSet"]:
+    """The guard sets still alive in a subscription, forgetting those that are gone."""
+    found = []
+    for key, ref in list(subs.items()):
+        guards = ref()
+        if guards is None:
+            del subs[key]
+        else:
+            found.append(guards)
+    return found
+
+
+def _writer() -> Optional[Related]:
+    frame = frames.user_frame(sys._getframe(2))
+    if frame is None:
+        return None
+    w = frames.where(frame)
+    return Related(frames.display_path(w.path), w.line, w.column, "the value is changed here")
+
+
+def _module_setattr(original: Callable) -> Callable:
+    def __setattr__(self: torch.nn.Module, name: str, value: Any) -> None:
+        if collecting and isinstance(value, torch.Tensor):
+            _rebound_in_capture(self, name, value)
+        original(self, name, value)
+        if _subscribers:
+            key = (id(self), name)
+            subs = _subscribers.get(key)
+            if subs:
+                writer = _writer()
+                for guards in _live(subs):
+                    guards.written(key, value, writer)
+
+    return __setattr__
+
+
+def _rebound_in_capture(module: torch.nn.Module, name: str, value: torch.Tensor) -> None:
+    stores = [module.__dict__.get("_buffers") or {}, module.__dict__.get("_parameters") or {}]
+    old = next((s[name] for s in stores if name in s), None)
+    if old is None or old is value:
+        return
+    collector = collecting[-1]
+    kind = "buffer" if name in stores[0] else "parameter"
+    collector.recorder.observe(
+        rc.REBIND_CAPTURED_TENSOR,
+        f"{kind} `{name}` of {type(module).__name__} is rebound inside the captured region; replays read the tensor "
+        "bound before the capture and write the one bound during it, so the state eager calls would carry "
+        "from step to step does not advance",
+        sys._getframe(2),
+    )
+
+
+def _data_get(self: torch.Tensor) -> torch.Tensor:
+    return _TENSOR_DATA.__get__(self, type(self))
+
+
+def _data_set(self: torch.Tensor, value: torch.Tensor) -> None:
+    _TENSOR_DATA.__set__(self, value)
+    subs = _data_subscribers.get(id(self)) if _data_subscribers else None
+    if subs:
+        writer = _writer()
+        for guards in _live(subs):
+            guards.data_written(self, writer)
+
+
+def install() -> None:
+    """Watch writes to modules and parameters for the rest of the session."""
+    global _installed
+    if _installed:
+        return
+    module_cls, param_cls = torch.nn.Module, torch.nn.Parameter
+    _saved.append((module_cls, "__setattr__", module_cls.__dict__.get("__setattr__", _ABSENT)))
+    module_cls.__setattr__ = functools.wraps(module_cls.__setattr__)(_module_setattr(module_cls.__setattr__))
+    _saved.append((param_cls, "data", param_cls.__dict__.get("data", _ABSENT)))
+    param_cls.data = property(_data_get, _data_set, doc=_TENSOR_DATA.__doc__)
+    _installed = True
+
+
+def uninstall() -> None:
+    global _installed
+    while _saved:
+        owner, name, original = _saved.pop()
+        if original is _ABSENT:
+            delattr(owner, name)
+        else:
+            setattr(owner, name, original)
+    _subscribers.clear()
+    _data_subscribers.clear()
+    _installed = False
