@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from cglint.verify import classify
+from cglint.verify.attributes import Patched
 from cglint.verify.torchmodes import observe_call
 
 if TYPE_CHECKING:
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
 _KWARG_FUNCTIONS = ("empty", "zeros", "ones", "full", "arange", "empty_strided", "empty_like", "zeros_like",
                     "ones_like", "full_like", "rand_like", "randn_like", "randint_like", "multinomial",
                     "bernoulli", "poisson")
-_MISSING = object()
 
 
 def _targets() -> list[tuple[Any, str]]:
@@ -47,7 +47,7 @@ class CallPatches:
 
     def __init__(self, inst: "Instrumentation"):
         self.inst = inst
-        self._saved: list[tuple[Any, str, Any]] = []
+        self._patched = Patched()
         self.inside = False  # running a wrapped call: what it calls of torch's is its own work
 
     def start(self) -> "CallPatches":
@@ -58,17 +58,11 @@ class CallPatches:
             current = getattr(owner, name)
             if current is not original:  # first use, or someone else patched it since
                 original, wrapper = _wrappers[owner, name] = current, _wrap(name, current, name in classify.CALL_NAMES)
-            self._saved.append((owner, name, vars(owner).get(name, _MISSING)))
-            setattr(owner, name, wrapper)
+            self._patched.set(owner, name, wrapper)
         return self
 
     def stop(self) -> None:
-        for owner, name, saved in reversed(self._saved):
-            if saved is _MISSING:
-                delattr(owner, name)
-            else:
-                setattr(owner, name, saved)
-        self._saved = []
+        self._patched.restore()
         if self in _active:
             _active.remove(self)
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from cglint.verify import frames, monitor, torchmodes
 from cglint.verify import rule_codes as rc
+from cglint.verify.attributes import Patched
 from cglint.verify.runtime_api import tables
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ class HostTracer:
         self._previous: Optional[Callable] = None
         self._hook: Optional[Callable] = None
         self._tool: Optional[int] = None  # the sys.monitoring tool id (3.12+)
-        self._patched: list[tuple[Any, str, Any]] = []
+        self._patched = Patched()  # numpy.random's functions, wrapped while tracing
         self._importing = 0  # module code run by an import is not the region's work
         self._targets = _python_targets()
         self._files = {
@@ -89,9 +90,7 @@ class HostTracer:
             sys.setprofile(self._previous)
             torchmodes.own_hooks.discard(self._hook)
             self._previous = None
-        for module, name, original in self._patched:
-            setattr(module, name, original)
-        self._patched = []
+        self._patched.restore()
 
     # --- sys.monitoring (3.12+): calls made by user code only ---------------------
     def _on_start(self, code: CodeType, offset: int) -> Any:
@@ -135,15 +134,13 @@ class HostTracer:
 
     def _patch_numpy(self) -> None:
         """numpy.random's functions are Cython methods, invisible to a profiler: wrap them while tracing."""
-        self._patched: list[tuple[Any, str, Any]] = []
         module = sys.modules.get("numpy.random")
         if module is None:
             return
         for name in getattr(module, "__all__", ()):
             original = getattr(module, name, None)
             if callable(original) and not isinstance(original, type):
-                self._patched.append((module, name, original))
-                setattr(module, name, self._numpy_hook(name, original))
+                self._patched.set(module, name, self._numpy_hook(name, original))
 
     def _numpy_hook(self, name: str, original: Callable) -> Callable:
         inst = self.inst

@@ -17,21 +17,20 @@ import torch
 
 from cglint.verify import errors, frames, liveness, synchooks
 from cglint.verify import rule_codes as rc
+from cglint.verify.attributes import Patched
 from cglint.verify.capture import (BUILT_AT, CaptureMonitor, pool_bytes, record_failed_call, region_kind,
                                    release_pool, reset_after_failure)
 from cglint.verify.recorder import Recorder
 from cglint.verify.session import GraphInfo, Session
 
-_saved: list[tuple[Any, str, Any]] = []
-_INHERITED = object()  # saved for a method the class inherits: uninstall deletes the wrapper
+_patched = Patched()
 # Where a graph keeps the generators registered with it (register_generator_state).
 OWNED_GENERATORS = "_cglint_generators"
 
 
 def _patch(owner: Any, name: str, make: Callable[[Any], Any]) -> None:
     original = getattr(owner, name)
-    _saved.append((owner, name, owner.__dict__.get(name, _INHERITED)))
-    setattr(owner, name, functools.wraps(original)(make(original)))
+    _patched.set(owner, name, functools.wraps(original)(make(original)))
 
 
 def owned_generators(graph: Any) -> tuple[Any, ...]:
@@ -39,7 +38,7 @@ def owned_generators(graph: Any) -> tuple[Any, ...]:
 
 
 def install(session: Session) -> None:
-    if _saved:
+    if _patched:
         return
     graph_cls = torch.cuda.graphs.CUDAGraph
     original_end = graph_cls.__dict__["capture_end"]
@@ -218,10 +217,5 @@ def _graph_done(session: Session, monitor: CaptureMonitor, *, ok: bool, graph: A
 
 
 def uninstall() -> None:
-    while _saved:
-        owner, name, original = _saved.pop()
-        if original is _INHERITED:
-            delattr(owner, name)
-        else:
-            setattr(owner, name, original)
+    _patched.restore()
     synchooks.uninstall()

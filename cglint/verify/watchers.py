@@ -18,6 +18,7 @@ import torch
 
 from cglint.findings import Related
 from cglint.verify import frames
+from cglint.verify.attributes import Patched
 from cglint.verify import rule_codes as rc
 
 if TYPE_CHECKING:
@@ -28,8 +29,7 @@ _installed = False
 collecting: list["Collector"] = []  # the collectors of captures running now (innermost last)
 _subscribers: dict[Any, dict[int, "weakref.ref[GuardSet]"]] = {}
 _data_subscribers: dict[int, dict[int, "weakref.ref[GuardSet]"]] = {}
-_saved: list[tuple[type, str, Any]] = []
-_ABSENT = object()
+_patched = Patched()
 _TENSOR_DATA = torch._C.TensorBase.__dict__["data"]
 
 
@@ -120,21 +120,14 @@ def install() -> None:
     if _installed:
         return
     module_cls, param_cls = torch.nn.Module, torch.nn.Parameter
-    _saved.append((module_cls, "__setattr__", module_cls.__dict__.get("__setattr__", _ABSENT)))
-    module_cls.__setattr__ = functools.wraps(module_cls.__setattr__)(_module_setattr(module_cls.__setattr__))
-    _saved.append((param_cls, "data", param_cls.__dict__.get("data", _ABSENT)))
-    param_cls.data = property(_data_get, _data_set, doc=_TENSOR_DATA.__doc__)
+    _patched.set(module_cls, "__setattr__", functools.wraps(module_cls.__setattr__)(_module_setattr(module_cls.__setattr__)))
+    _patched.set(param_cls, "data", property(_data_get, _data_set, doc=_TENSOR_DATA.__doc__))
     _installed = True
 
 
 def uninstall() -> None:
     global _installed
-    while _saved:
-        owner, name, original = _saved.pop()
-        if original is _ABSENT:
-            delattr(owner, name)
-        else:
-            setattr(owner, name, original)
+    _patched.restore()
     _subscribers.clear()
     _data_subscribers.clear()
     _installed = False
