@@ -14,7 +14,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from cglint.verify import bytecode, compiled  # noqa: E402
+from cglint.verify import bytecode, compiled, kept_outputs  # noqa: E402
 from cglint.verify.recorder import Recorder  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "compiled_mode"
@@ -198,22 +198,22 @@ def offset_of_call(fn, callee: str) -> int:
 
 
 def test_the_names_an_output_is_bound_to_read_from_bytecode():
-    assert compiled._store_targets(decode_loop.__code__, offset_of_call(decode_loop, "step")) == {"logits"}
+    assert kept_outputs._store_targets(decode_loop.__code__, offset_of_call(decode_loop, "step")) == {"logits"}
     at = offset_of_call(two_calls, "embed")
-    assert compiled._store_targets(two_calls.__code__, at) == {"first"}
+    assert kept_outputs._store_targets(two_calls.__code__, at) == {"first"}
     calls = [o for o, op, *_ in bytecode.instructions(two_calls.__code__) if op.startswith("CALL")]
-    assert compiled._store_targets(two_calls.__code__, calls[1]) == {"second", "_"}  # `second, _ = embed(b)`
+    assert kept_outputs._store_targets(two_calls.__code__, calls[1]) == {"second", "_"}  # `second, _ = embed(b)`
 
 
 def test_a_kept_name_is_reported_at_its_next_read_and_a_container_where_it_is_filled():
     first_line = two_calls.__code__.co_firstlineno
     calls = [o for o, op, *_ in bytecode.instructions(two_calls.__code__) if op.startswith("CALL")]
-    assert compiled._next_read(two_calls.__code__, calls[1], "first") == first_line + 3
-    assert compiled._next_read(two_calls.__code__, calls[1], "unused") is None
+    assert kept_outputs._next_read(two_calls.__code__, calls[1], "first") == first_line + 3
+    assert kept_outputs._next_read(two_calls.__code__, calls[1], "unused") is None
     loop_line = decode_loop.__code__.co_firstlineno
-    assert compiled._store_line(decode_loop.__code__, "kept", None) == loop_line + 4
+    assert kept_outputs._store_line(decode_loop.__code__, "kept", None) == loop_line + 4
     # in a loop, a read before the call counts: the loop comes back to it
-    assert compiled._next_read(decode_loop.__code__, offset_of_call(decode_loop, "step"), "tokens") == loop_line + 3
+    assert kept_outputs._next_read(decode_loop.__code__, offset_of_call(decode_loop, "step"), "tokens") == loop_line + 3
 
 
 class FakeOutput:
@@ -231,13 +231,13 @@ class FakeOutput:
 
 @pytest.fixture
 def stale_by_flag(monkeypatch):
-    monkeypatch.setattr(compiled, "_is_stale", lambda value, ranges: isinstance(value, FakeOutput) and value.stale)
-    monkeypatch.setattr(compiled, "_holds_stale", lambda value, ranges, tail: isinstance(value, list) and any(
+    monkeypatch.setattr(kept_outputs, "_is_stale", lambda value, ranges: isinstance(value, FakeOutput) and value.stale)
+    monkeypatch.setattr(kept_outputs, "_holds_stale", lambda value, ranges, tail: isinstance(value, list) and any(
         isinstance(v, FakeOutput) and v.stale for v in value))
 
 
 def run_holders(c, frame):
-    compiled.KeptOutputs(c)._frame_holders(frame, [(0, 1)])
+    kept_outputs.KeptOutputs(c)._frame_holders(frame, [(0, 1)])
 
 
 def test_outputs_kept_in_a_list_across_calls_are_reported_where_the_list_is_filled(stale_by_flag):
@@ -321,7 +321,7 @@ class CachedOutput(torch.nn.Module):
 
 
 def test_a_compiled_module_keeps_its_type_and_an_earlier_output_read_later_is_reported(monkeypatch):
-    monkeypatch.setattr(compiled, "_on_gpu", lambda t: True)  # no GPU here: the CPU tensors stand in
+    monkeypatch.setattr(kept_outputs, "_on_gpu", lambda t: True)  # no GPU here: the CPU tensors stand in
     c, notes = collector()
     embed = c.wrap(torch.compile(CachedOutput(), backend="eager"), None)
     assert isinstance(embed, torch.nn.Module)
