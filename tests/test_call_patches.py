@@ -74,3 +74,20 @@ def test_another_threads_calls_are_not_the_captures():
         loader.join()
     assert seen == [6.0]
     assert recorder.findings() == []
+
+
+def test_a_call_the_classifier_cannot_read_still_runs(monkeypatch):
+    # Arguments no rule expected (a new torch keyword, an odd index) must never break the
+    # user's capture: the call runs as it would without the verifier.
+    from cglint.verify import classify
+
+    def unreadable(*args, **kwargs):
+        raise TypeError("an argument the classifier does not know")
+
+    monkeypatch.setattr(classify, "classify_call", unreadable)
+    recorder = Recorder(phase="capture")
+    steps = torch.arange(6.0).reshape(2, 3)
+    with Instrumentation(recorder, gpu=False, operators=False, call_patches=True):
+        last = steps[:, -1].to(torch.float64)
+    assert last.tolist() == [2.0, 5.0]
+    assert recorder.findings() == []

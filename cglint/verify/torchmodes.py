@@ -102,8 +102,11 @@ def observe_call(inst: "Instrumentation", func: Any, name: str, args: tuple, kwa
     """Run a torch call that classify_call may report, recording it when it is a hazard.
     `caller` is the frame that made the call (the user's, or torch's own code)."""
     user = frames.user_frame(caller) if name == "__bool__" else None
-    hit = classify.classify_call(name, args, kwargs, gpu=inst.gpu, frame=user,
-                                 owned_generators=inst.owned_generators)
+    try:
+        hit = classify.classify_call(name, args, kwargs, gpu=inst.gpu, frame=user,
+                                     owned_generators=inst.owned_generators)
+    except Exception:  # noqa: BLE001 - arguments the classifier does not expect: the call itself decides
+        hit = None
     rec = inst.recorder
     obs = None
     if hit:
