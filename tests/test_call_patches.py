@@ -91,3 +91,31 @@ def test_a_call_the_classifier_cannot_read_still_runs(monkeypatch):
         last = steps[:, -1].to(torch.float64)
     assert last.tolist() == [2.0, 5.0]
     assert recorder.findings() == []
+
+
+SAMPLING_MODULE = '''
+from torch import nonzero, rand
+
+
+def sample_ids(probs):
+    noise = rand(probs.shape[-1])  # expect: CG303
+    picked = nonzero(probs + noise > 0.9)  # expect: CG105
+    return picked
+'''
+
+
+def test_a_torch_function_imported_by_name_is_wrapped_where_it_was_bound(tmp_path, monkeypatch):
+    # `from torch import nonzero` binds the function before any capture: wrapping `torch.nonzero`
+    # alone would leave the module's own name unseen.
+    import importlib
+
+    (tmp_path / "sampling_by_name.py").write_text(SAMPLING_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sampling = importlib.import_module("sampling_by_name")
+    probs = torch.rand(2, 8)  # outside: drawn inside, the test's own line would be a finding
+    recorder = Recorder(phase="capture")
+    with Instrumentation(recorder, gpu=False, operators=False, call_patches=True):
+        sampling.sample_ids(probs)
+    expected = {(code, line) for code, line in expected_markers(SAMPLING_MODULE)}
+    assert {(f.code, f.line) for f in recorder.findings()} == expected
+    assert sampling.nonzero is torch.nonzero and sampling.rand is torch.rand  # put back

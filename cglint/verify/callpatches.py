@@ -7,19 +7,22 @@ time again. classify_call can only report the names in classify.CALL_NAMES and c
 generator= or pin_memory=, so the capture wraps just those tensor methods and torch functions
 while it runs and every other operator stays at C speed.
 
-What the wrappers cannot see and the mode does: a torch function bound to another name before
-the capture (`from torch import nonzero`). On a GPU a sync among those still fails the capture
-under sync debug mode, which locates it; the API and the CPU trace mode keep the mode.
+A torch function the user's modules bound to a name of their own (`from torch import nonzero`)
+is wrapped there too. What the wrappers cannot see and the mode does: such a name in a module
+imported during the capture, or one kept elsewhere (a dict of functions). On a GPU a sync among
+those still fails the capture under sync debug mode, which locates it; the API and the CPU
+trace mode keep the mode.
 """
 from __future__ import annotations
 
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import torch
 
-from cglint.verify import classify
+from cglint.verify import classify, frames
 from cglint.verify.attributes import Patched
 from cglint.verify.torchmodes import observe_call
 
@@ -54,11 +57,18 @@ class CallPatches:
         if not _wrappers:
             _wrappers.update({(owner, name): (None, None) for owner, name in _targets()})
         _active.append(self)
+        functions: dict[int, tuple[Any, Callable]] = {}  # id of a torch function -> (it, its wrapper)
         for (owner, name), (original, wrapper) in _wrappers.items():
             current = getattr(owner, name)
             if current is not original:  # first use, or someone else patched it since
                 original, wrapper = _wrappers[owner, name] = current, _wrap(name, current, name in classify.CALL_NAMES)
             self._patched.set(owner, name, wrapper)
+            if owner is torch:
+                functions[id(original)] = (original, wrapper)
+        for module, alias in _user_aliases(functions):
+            original, wrapper = functions.get(id(vars(module).get(alias)), (None, None))
+            if original is not None and vars(module).get(alias) is original:  # not rebound since
+                self._patched.set(module, alias, wrapper)
         return self
 
     def stop(self) -> None:
@@ -70,6 +80,26 @@ class CallPatches:
 # Made once per process, as a capture would spend 0.5 ms making them: (owner, name) -> (original, wrapper).
 _wrappers: dict[tuple[Any, str], tuple[Any, Any]] = {}
 _active: list[CallPatches] = []  # the innermost instrumented run is the last
+
+
+# The names each of the user's modules binds to a wrapped torch function, found the first time
+# the module is seen: (module name, id of the module) -> names.
+_aliases: dict[tuple[str, int], tuple[str, ...]] = {}
+
+
+def _user_aliases(functions: dict[int, Any]) -> Iterator[tuple[ModuleType, str]]:
+    for name, module in list(sys.modules.items()):
+        key = (name, id(module))
+        found = _aliases.get(key)
+        if found is None:
+            # The module's own dict, read past any __getattribute__: a lazily loaded module
+            # (importlib.util.LazyLoader) would run its code, inside the capture, on any attribute read.
+            space = object.__getattribute__(module, "__dict__") if isinstance(module, ModuleType) else {}
+            path = space.get("__file__")
+            user = isinstance(path, str) and frames.is_user_path(path)
+            found = _aliases[key] = tuple(k for k, v in list(space.items()) if id(v) in functions) if user else ()
+        for alias in found:
+            yield module, alias
 
 
 def _wrap(name: str, original: Callable, named: bool) -> Callable:
