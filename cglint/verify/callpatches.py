@@ -88,6 +88,10 @@ _aliases: dict[tuple[str, int], tuple[str, ...]] = {}
 
 
 def _user_aliases(functions: dict[int, Any]) -> Iterator[tuple[ModuleType, str]]:
+    if len(sys.modules) == _last_scan[0]:  # no import since: a serving engine's next batch size
+        yield from _last_scan[1]
+        return
+    found_now: list[tuple[ModuleType, str]] = []
     for name, module in list(sys.modules.items()):
         key = (name, id(module))
         found = _aliases.get(key)
@@ -98,8 +102,12 @@ def _user_aliases(functions: dict[int, Any]) -> Iterator[tuple[ModuleType, str]]
             path = space.get("__file__")
             user = isinstance(path, str) and frames.is_user_path(path)
             found = _aliases[key] = tuple(k for k, v in list(space.items()) if id(v) in functions) if user else ()
-        for alias in found:
-            yield module, alias
+        found_now += [(module, alias) for alias in found]
+    _last_scan[:] = [len(sys.modules), found_now]
+    yield from found_now
+
+
+_last_scan: list[Any] = [-1, []]  # (len(sys.modules) then, what the scan found)
 
 
 def _wrap(name: str, original: Callable, named: bool) -> Callable:
