@@ -425,11 +425,10 @@ def test_values_only_read_in_a_branch_not_taken_are_not_guarded(tmp_path, monkey
     assert located(findings) == expected(script)
 
 
-def test_a_capture_loop_variable_keys_its_graphs_and_is_not_a_guard(tmp_path, monkeypatch, capsys):
-    # A script captures one graph per batch size at top level and replays them by size after
-    # the loop: `bs` (read by the `with` line and by the slice) was each graph's own value, not
-    # a value frozen and changed since. The scale the replay loop sets is a real hazard.
-    script = """
+def capture_loop(sizes: str) -> str:
+    """A script's top level capturing one graph per batch size into one pool, as serving scripts
+    do; each graph reads the global `scale`."""
+    return """
     import torch
 
     """ + DEVICE + """
@@ -437,10 +436,17 @@ def test_a_capture_loop_variable_keys_its_graphs_and_is_not_a_guard(tmp_path, mo
     static_x = torch.zeros(8, 16, device=DEVICE)
     pool = torch.cuda.graph_pool_handle() if torch.cuda.is_available() else None
     graphs, outputs = {}, {}
-    for bs in (8, 4, 2):
+    for bs in """ + sizes + """:
         graphs[bs] = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graphs[bs], pool=pool):
-            outputs[bs] = static_x[:bs] * scale  # expect: CG601
+            outputs[bs] = static_x[:bs] * scale  # expect: CG601"""
+
+
+def test_a_capture_loop_variable_keys_its_graphs_and_is_not_a_guard(tmp_path, monkeypatch, capsys):
+    # A script captures one graph per batch size at top level and replays them by size after
+    # the loop: `bs` (read by the `with` line and by the slice) was each graph's own value, not
+    # a value frozen and changed since. The scale the replay loop sets is a real hazard.
+    script = capture_loop("(8, 4, 2)") + """
     for step, size in enumerate((2, 8, 4)):
         scale = 1.0 + step
         graphs[size].replay()
@@ -558,18 +564,7 @@ def test_a_divergence_with_no_changed_guard_points_at_the_suspects():
 def test_graphs_captured_at_one_site_each_report_their_own_replay(tmp_path, monkeypatch, capsys):
     # Captures at one site share the guards they build (collector._built); each graph still checks
     # them for itself: the second graph's replay after the change is evidence of its own.
-    script = """
-    import torch
-
-    """ + DEVICE + """
-    scale = 1.0
-    static_x = torch.zeros(8, 16, device=DEVICE)
-    pool = torch.cuda.graph_pool_handle() if torch.cuda.is_available() else None
-    graphs, outputs = {}, {}
-    for bs in (8, 4):
-        graphs[bs] = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graphs[bs], pool=pool):
-            outputs[bs] = static_x[:bs] * scale  # expect: CG601
+    script = capture_loop("(8, 4)") + """
     scale = 2.0
     graphs[8].replay()
     graphs[4].replay()

@@ -11,7 +11,7 @@ import libcst as cst
 
 from cglint import source
 from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo, Piece
-from cglint.engine.outline import Outline, outline_of
+from cglint.engine.outline import DEFS as AST_DEFS, SCOPES as AST_SCOPES, Outline, outline_of
 from cglint.engine.outline import top_level as outline_top_level
 from cglint.engine.syntax import assigned_names, descendants, dotted_name
 
@@ -78,7 +78,7 @@ class LazyStatements:
         # indexed, not bound by the walk). On torch they were a third of the text parsed for walks.
         self._inert = [True] * len(self.chunks)
         for top, stmt in enumerate(tree.body):
-            if not (isinstance(stmt, ast.ClassDef) or (isinstance(stmt, _AST_DEFS) and not stmt.decorator_list)):
+            if not (isinstance(stmt, ast.ClassDef) or (isinstance(stmt, AST_DEFS) and not stmt.decorator_list)):
                 self._inert[self.chunk_of[top]] = False
 
     def chunk(self, index: int) -> list[cst.BaseStatement]:
@@ -165,7 +165,7 @@ def _lazy_index(name: str, file: source.SourceFile, is_package: bool, root: Path
         if statements.chunk_of[top] != chunk:  # definitions and assignments are counted per chunk
             chunk, defs, assigns = statements.chunk_of[top], 0, 0
         for node in outline_top_level([stmt]):
-            if isinstance(node, _AST_DEFS):
+            if isinstance(node, AST_DEFS):
                 shape = next(shapes, None)
                 if shape is None or shape.node is not node:
                     return None
@@ -176,7 +176,7 @@ def _lazy_index(name: str, file: source.SourceFile, is_package: bool, root: Path
                 cls = ClassInfo(module, None, node.name, _load=_nth_def(statements, chunk, defs, cst.ClassDef))
                 methods = 0
                 for member in outline_top_level(node.body):
-                    if isinstance(member, _AST_DEFS):
+                    if isinstance(member, AST_DEFS):
                         shape = next(shapes, None)
                         if shape is None or shape.node is not member:
                             return None
@@ -216,8 +216,6 @@ def _nth_method(cls: ClassInfo, ordinal: int) -> Callable[[], Optional[cst.Funct
     return load
 
 
-_AST_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
-
 
 def _ast_imports(module: ModuleInfo, tree: ast.Module) -> None:
     """What `_index` records of imports, from `ast`: every import outside defs, classes and lambdas."""
@@ -241,7 +239,7 @@ def _ast_imports(module: ModuleInfo, tree: ast.Module) -> None:
             for alias in node.names:
                 local = alias.asname or alias.name
                 module.imports[local] = f"{origin}.{alias.name}" if origin else alias.name
-        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+        elif not isinstance(node, AST_SCOPES):
             stack.extend(reversed(list(ast.iter_child_nodes(node))))
 
 

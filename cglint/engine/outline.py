@@ -22,8 +22,8 @@ from cglint import source
 
 # Statements the project index looks through for definitions (`if TYPE_CHECKING:`, `try:`).
 _BLOCKS = (ast.If, ast.Try, getattr(ast, "TryStar", ast.Try), ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While)
-_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)  # `ast` nodes that open a scope
 _LINE = re.compile(r"[^\n]*\n|[^\n]+$")
 
 
@@ -195,9 +195,9 @@ def _definitions(tree: ast.Module) -> Iterator[tuple[str, ast.AST]]:
     for stmt in top_level(tree.body):
         if isinstance(stmt, ast.ClassDef):
             for member in top_level(stmt.body):
-                if isinstance(member, _DEFS):
+                if isinstance(member, DEFS):
                     yield f"{stmt.name}.{member.name}", member
-        elif isinstance(stmt, _DEFS):
+        elif isinstance(stmt, DEFS):
             yield stmt.name, stmt
 
 
@@ -213,6 +213,6 @@ def _self_calls(node) -> Optional[frozenset]:
         if isinstance(current, ast.Call) and isinstance(current.func, ast.Attribute):
             if isinstance(current.func.value, ast.Name) and current.func.value.id == me:
                 found.add(current.func.attr)
-        if not isinstance(current, _SCOPES):
+        if not isinstance(current, SCOPES):
             stack.extend(ast.iter_child_nodes(current))
     return frozenset(found)

@@ -31,7 +31,9 @@ _TRIVIA = (
 _TRIVIA_FIELDS = {"lpar", "rpar", "comma", "leading_lines", "lines_after_decorators", "header", "footer"}
 _FIELDS: dict[type, tuple[str, ...]] = {}
 _CODE: dict[type, bool] = {}  # node type -> holds code (isinstance on libcst's ABCs is slow)
-_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})  # final classes: compared by type
+# Nodes that open a scope a walk does not enter; libcst's node classes are final, so their exact
+# type says it (isinstance on libcst's ABC metaclass is a Python call for every miss).
+SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
 
 
 def _child_fields(node_type: type) -> tuple[str, ...]:
@@ -73,7 +75,7 @@ def descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     while stack:
         current = stack.pop()
         yield current
-        if type(current) in _SCOPES:  # exact types: isinstance on libcst's ABCs is slow
+        if type(current) in SCOPES:
             continue
         kids = list(children(current))
         kids.reverse()

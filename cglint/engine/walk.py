@@ -25,7 +25,8 @@ from cglint.engine.context import Context
 from cglint.engine.definitions import ClassInfo, FunctionInfo
 from cglint.engine.scope import Scope
 from cglint.engine.phases import ends_with, fills_searched_cache, initializes_once, returns_once_filled, suite_body
-from cglint.engine.syntax import assigned_names, call_method, children, code_of, descendants, dotted_name, positional
+from cglint.engine.syntax import (SCOPES, assigned_names, call_method, children, code_of, descendants, dotted_name,
+                                  positional)
 from cglint.engine.values import HOST, UNKNOWN, Kind, Value, evaluate, truth
 
 if TYPE_CHECKING:
@@ -37,8 +38,6 @@ class Mode(enum.Enum):
     REGION = "region"
     REPLAY = "replay"
 
-
-_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})  # final classes: compared by type
 
 # What `dispatch` hands to the rules, by exact node type; rules' `nodes` are checked against
 # it when they load. Keep it in step with the `self.dispatch` calls below: the statements
@@ -371,7 +370,7 @@ class Walker:
                 self.note_read(current)  # type: ignore[arg-type]
             elif kind is cst.Yield and self.in_region and self.mode is Mode.DISCOVER:
                 self.engine.note_yield_in_region(self.function)
-            if kind in _SCOPES:
+            if kind in SCOPES:
                 continue
             kids = list(children(current))
             kids.reverse()

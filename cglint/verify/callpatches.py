@@ -57,17 +57,18 @@ class CallPatches:
         if not _wrappers:
             _wrappers.update({(owner, name): (None, None) for owner, name in _targets()})
         _active.append(self)
-        functions: dict[int, tuple[Any, Callable]] = {}  # id of a torch function -> (it, its wrapper)
+        # id of a torch function -> its wrapper (`_wrappers` holds the functions: an id is theirs)
+        functions: dict[int, Callable] = {}
         for (owner, name), (original, wrapper) in _wrappers.items():
             current = getattr(owner, name)
             if current is not original:  # first use, or someone else patched it since
                 original, wrapper = _wrappers[owner, name] = current, _wrap(name, current, name in classify.CALL_NAMES)
             self._patched.set(owner, name, wrapper)
             if owner is torch:
-                functions[id(original)] = (original, wrapper)
+                functions[id(original)] = wrapper
         for module, alias in _user_aliases(functions):
-            original, wrapper = functions.get(id(vars(module).get(alias)), (None, None))
-            if original is not None and vars(module).get(alias) is original:  # not rebound since
+            wrapper = functions.get(id(vars(module).get(alias)))
+            if wrapper is not None:  # still bound to the torch function
                 self._patched.set(module, alias, wrapper)
         return self
 

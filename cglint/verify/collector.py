@@ -20,6 +20,7 @@ import operator
 import sys
 import threading
 import weakref
+from collections import deque
 from types import CodeType, FrameType, ModuleType
 from typing import Any, Callable, Optional
 
@@ -27,10 +28,13 @@ import torch
 
 from cglint.findings import Related
 from cglint.verify import frames, monitor, readplan, torchmodes, watchers
-from cglint.verify.guards import (_CODES, _CONTAINERS, _MISSING, _SIZED, Guard, GuardSet, guardable, same)
+from cglint.verify.guards import CODES, Guard, GuardSet, guardable, same
 from cglint.verify.recorder import Recorder
 
 _verdicts = frames.verdicts  # is_user_code's cache, read directly on the hot path
+_MISSING = object()
+_CONTAINERS = (dict, list, tuple)
+_SIZED = (dict, list, tuple, set, frozenset, deque, str, bytes)
 
 class Collector:
     """Follows the frames of one capture and turns what they read into a GuardSet."""
@@ -255,7 +259,7 @@ class Collector:
             if at is None:
                 return
             where = frames.where(at)
-            code_ = _CODES[readplan.BRANCH if name == "training" else site.use]
+            code_ = CODES[readplan.BRANCH if name == "training" else site.use]
             guard = Guard(f"{type(owner).__name__}.{name}", code_, where, self._trace(at, where), value,
                           _fetcher(weakref.ref(owner), site.steps))
             self.guards.add(guard, [(id(owner), name)])
@@ -320,7 +324,7 @@ class Collector:
                 get_root = functools.partial(_same_object, root)
         where = _site_where(frame.f_code, site)
         training = site.steps[-1:] == (("attr", "training"),) if site.steps else False
-        code = _CODES[readplan.BRANCH if training else site.use]
+        code = CODES[readplan.BRANCH if training else site.use]
         guard = Guard(site.text, code, where, self._trace(at, where), value, _fetcher(get_root, site.steps),
                       _writers_of(frame, site, holder, self._site_codes, self.recorder))
         watched = watched if watchable else []

@@ -25,7 +25,6 @@ from __future__ import annotations
 import enum
 import functools
 import weakref
-from collections import deque
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any, Callable, Iterable, Optional
@@ -39,12 +38,9 @@ from cglint.verify.recorder import Recorder
 
 _SCALAR_TYPES = frozenset({bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device})
 _MAX_TUPLE = 16
-_MISSING = object()
-_CODES = {readplan.VALUE: rc.code_of("frozen-host-value"), readplan.BRANCH: rc.code_of("branch-on-changing-host-state"),
+# The rule of a guard, by how the capture used the value it read (readplan).
+CODES = {readplan.VALUE: rc.code_of("frozen-host-value"), readplan.BRANCH: rc.code_of("branch-on-changing-host-state"),
           readplan.SLICE: rc.code_of("size-from-changing-host-state")}
-_CONTAINERS = (dict, list, tuple)
-_SIZED = (dict, list, tuple, set, frozenset, deque, str, bytes)
-_verdicts = frames.verdicts  # is_user_code's cache, read directly on the hot path
 
 
 def guardable(value: Any) -> bool:
@@ -267,9 +263,9 @@ def _shown(value: Any) -> str:
 
 def _report(guard: Guard, now: Any, recorder: Recorder, frame: Optional[FrameType], writers: list[Related]) -> None:
     then = _shown(guard.captured)
-    if guard.code == _CODES[readplan.BRANCH]:
+    if guard.code == CODES[readplan.BRANCH]:
         effect = "the branch or loop here took its path at capture, and every replay repeats it"
-    elif guard.code == _CODES[readplan.SLICE]:
+    elif guard.code == CODES[readplan.SLICE]:
         effect = "the slice here keeps the extent it had at capture"
     else:
         effect = f"the graph keeps using {then}"

@@ -5,8 +5,8 @@ import threading
 from typing import Any, Optional
 
 from cglint.verify import frames, guards, synchooks
-from cglint.verify.collector import Collector
 from cglint.verify.callpatches import CallPatches
+from cglint.verify.collector import Collector
 from cglint.verify.hosttrace import HostTracer
 from cglint.verify.recorder import Recorder
 from cglint.verify.torchmodes import ApiMode, OpMode

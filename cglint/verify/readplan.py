@@ -13,9 +13,8 @@ the guard collector only evaluates them on the frames a capture ran.
 """
 from __future__ import annotations
 
-import functools
-
 import dis
+import functools
 import sys
 from dataclasses import dataclass
 from types import CodeType
