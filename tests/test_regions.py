@@ -38,6 +38,21 @@ with {context}:
     assert lines(source) == {("CG101", 4)}
 
 
+def test_graph_context_imported_under_another_name_inside_a_function():
+    # Functions are walked only if they call a capture form: by the name their module imports it as.
+    source = """
+    from torch.cuda import graph as capture_graph
+
+    def step(x):
+        return x.sum().item()
+
+    def capture(g, static_x):
+        with capture_graph(g):
+            return step(static_x)
+    """
+    assert lines(source) == {("CG101", 4)}
+
+
 def test_graph_context_inside_methods_and_nested_withs():
     source = """
     import torch

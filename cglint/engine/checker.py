@@ -139,9 +139,16 @@ class Engine:
 
     def _calls_capturing(self, function: FunctionInfo) -> bool:
         """Whether the function calls a capture form, replay() or a capture helper."""
-        if function.outline is not None and not function.outline.mentions(self._names):
+        names = self._capture_names(function.module)
+        if function.outline is not None and not function.outline.mentions(names):
             return False  # not even in its text
-        return bool(self._called(function) & self._names)
+        return bool(self._called(function) & names)
+
+    def _capture_names(self, module: ModuleInfo) -> set[str]:
+        """The names a call of a capture form goes by in `module`: the forms' and helpers'
+        own, and what the module imports them as (`from torch.cuda import graph as capture_graph`)."""
+        aliases = {local for local, qualified in module.imports.items() if qualified.rpartition(".")[2] in self._names}
+        return self._names | aliases if aliases else self._names
 
     def _called(self, function: FunctionInfo) -> frozenset:
         """What the function calls or is decorated with, by last name. Every capture form is
@@ -211,7 +218,13 @@ class Engine:
             self.on_error(module, exc)
 
     def _discover_module(self, module: ModuleInfo) -> None:
-        self.discover(module.body_function, {})
+        # Module-level code, like a function, starts a region only by calling a capture form,
+        # replay() or a capture helper; torch's capturing modules have ~60 statements of it
+        # each (imports, registrations), a third of discovery there. Asked again once helpers
+        # are known (their names are then among the names called).
+        statements = module.statements
+        if statements is None or not statements.walked_calls.isdisjoint(self._capture_names(module)):
+            self.discover(module.body_function, {})
         for function in module.all_functions():
             # Walking a function costs far more than looking at its calls: only functions that
             # call a capture form, replay() or a capture helper can start a region.

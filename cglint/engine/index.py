@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Mapping
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
@@ -11,7 +12,7 @@ import libcst as cst
 
 from cglint import source
 from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo, Piece
-from cglint.engine.outline import DEFS as AST_DEFS, SCOPES as AST_SCOPES, Outline, outline_of
+from cglint.engine.outline import DEFS as AST_DEFS, SCOPES as AST_SCOPES, Outline, last_name, outline_of
 from cglint.engine.outline import top_level as outline_top_level
 from cglint.engine.syntax import assigned_names, descendants, dotted_name
 
@@ -106,6 +107,19 @@ class LazyStatements:
 
     def all(self) -> list[cst.BaseStatement]:
         return [stmt for index in range(len(self.chunks)) for stmt in self.chunk(index)]
+
+    @cached_property
+    def walked_calls(self) -> frozenset:
+        """Last names of what the walked statements call or decorate with (a superset: the
+        bodies of decorated defs count too), from `ast`, without parsing them."""
+        called = set()
+        for top, stmt in enumerate(self.outline.tree.body):
+            if not self._inert[self.chunk_of[top]]:
+                for node in ast.walk(stmt):
+                    if type(node) is ast.Call:
+                        called.add(last_name(node.func))
+                    called.update(map(last_name, getattr(node, "decorator_list", ())))
+        return frozenset(called)
 
     def walked(self) -> list[cst.BaseStatement]:
         """The statements a walk of the module's code looks at: all but the inert chunks."""

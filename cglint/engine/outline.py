@@ -53,7 +53,7 @@ class DefOutline:
         """What one `ast` pass over the function finds, when first asked for."""
         names, called, stored, declares = set(), set(), set(), False
         for decorator in self.node.decorator_list:  # type: ignore[attr-defined]
-            called.add(_last_name(decorator.func if isinstance(decorator, ast.Call) else decorator))
+            called.add(last_name(decorator))
         stack = [self.node]
         while stack:  # ast.walk, without its generators: this runs over every function of a module
             sub = stack.pop()
@@ -66,7 +66,7 @@ class DefOutline:
                 if type(sub.ctx) is ast.Store:  # type: ignore[attr-defined]
                     stored.add(sub.attr)  # type: ignore[attr-defined]
             elif kind is ast.Call:
-                called.add(_last_name(sub.func))  # type: ignore[attr-defined]
+                called.add(last_name(sub.func))  # type: ignore[attr-defined]
                 registered = _registered_name(sub)
                 if registered:
                     stored.add(registered)
@@ -102,7 +102,10 @@ def _registered_name(call) -> str:
     return ""
 
 
-def _last_name(expr: ast.AST) -> str:
+def last_name(expr: ast.AST) -> str:
+    """`graph` for `torch.cuda.graph`, and for a call of it."""
+    if isinstance(expr, ast.Call):
+        expr = expr.func
     if isinstance(expr, ast.Attribute):
         return expr.attr
     return expr.id if isinstance(expr, ast.Name) else ""
