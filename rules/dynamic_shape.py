@@ -76,9 +76,14 @@ def changing_number(read: cst.BaseExpression, ctx):
     at start-up (`def init(tp): global TP; TP = tp`); it counts when it is updated
     (`+=`) or changed in the replay loop."""
     kind = ctx.value(read).kind
-    if kind != Kind.HOST and not (kind == Kind.UNKNOWN and _closure_cell(read, ctx)):
+    if kind == Kind.UNKNOWN and isinstance(read, cst.Name) and ctx.is_local(read.value):
+        # A local of unknown kind counts only through what it was computed from: `lr =
+        # self.current_lr()` (project functions' results have no kind of their own).
+        state = ctx.derived_state(read)
+    elif kind != Kind.HOST and not (kind == Kind.UNKNOWN and _closure_cell(read, ctx)):
         return None
-    state = ctx.changing_state(read, any_write=True)
+    else:
+        state = ctx.changing_state(read, any_write=True)
     if not state:
         return None
     if isinstance(read, cst.Name) and not ctx.is_local(read.value) and "is reassigned in" in state:

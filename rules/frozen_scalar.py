@@ -28,7 +28,8 @@ def _captured_work(call: cst.Call, ctx) -> bool:
     method = ctx.method(call)
     if method is not None:
         receiver = ctx.value(method[0])
-        return receiver.is_tensor or bool(receiver.targets)
+        # A receiver of unknown type counts when the method names a tensor op (`s.mul_(decay)`).
+        return receiver.is_tensor or bool(receiver.targets) or ctx.value(call).is_tensor
     return bool(ctx.value(call.func).targets)
 
 

@@ -116,6 +116,7 @@ class Engine:
         self._order: dict[int, tuple] = {}
         self._sites: Optional[dict[int, Capture]] = None
         self._callers: dict[int, list] = {}
+        self._capturing_call_args: dict[int, dict[int, dict[str, Value]]] = {}
         self._blocks: dict[int, Blocks] = {}
 
     # --- driver ------------------------------------------------------------
@@ -271,7 +272,13 @@ class Engine:
 
     def _start(self, capture: Capture) -> None:
         if capture.marker is not None and capture.function is not None:
-            self._push(Job(capture.function, {}, capture, (capture.site,), capture.marker), ("marker", id(capture.marker)))
+            # A function that captures part of its body, called from one place: its parameters
+            # hold that call's arguments (`capture_decode(state, x)` after `state = DecoderState(...)`),
+            # so that `state.decode_one(x)` in the region is followed. With more callers, unknown.
+            sites = self._capturing_call_args.get(capture.function.key, {})
+            args = next(iter(sites.values())) if len(sites) == 1 else {}
+            at_call = len(sites) == 1
+            self._push(Job(capture.function, args, capture, (capture.site,), capture.marker, at_call), ("marker", id(capture.marker)))
         for target in capture.targets:
             args = _tensor_params(target) if capture.tensor_args else {}
             self._push(Job(target, args, capture, (capture.site,)), _job_key(target, args))
@@ -441,6 +448,10 @@ class Engine:
 
     def note_replay(self, function: FunctionInfo) -> None:
         self._replayers[function.key] = function
+
+    def note_capturing_call_args(self, callee: FunctionInfo, call: cst.Call, args: dict[str, Value]) -> None:
+        """The arguments a call outside regions passes to a function that may capture."""
+        self._capturing_call_args.setdefault(callee.key, {})[id(call)] = args
 
     def note_call(self, callee: FunctionInfo, caller: FunctionInfo, call: cst.Call) -> None:
         """Remember who calls a project function (rules ask what the callers do around the call)."""

@@ -71,6 +71,11 @@ class Context:
         a number baked into kernels)."""
         return self._walker.engine.state.changing(expr, self._walker.scope, any_write)
 
+    def derived_state(self, name: cst.Name) -> Optional[str]:
+        """Describe the local `name` if it was computed from host state that changes between
+        replays (`lr = self.current_lr()`, which reads a step counter), whatever `name`'s kind."""
+        return self._walker.engine.state.derived(name, self._walker.scope, any_write=True)
+
     @property
     def captured_names(self) -> set[str]:
         """Locals a capture in this function read or wrote (for replay rules)."""

@@ -65,7 +65,7 @@ def _scan(project: "Project", function: FunctionInfo, depth: int) -> frozenset:
                         found.update(_keys(leaf, declared, function, scope))
         elif isinstance(current, cst.Call):
             method = call_method(current)
-            if method is not None and method[1] in _MODE_SWITCHES:
+            if method is not None and method[1] in _MODE_SWITCHES and mode_key(code_of(method[0], 400)) not in restored:
                 found.add(attribute_key("training"))
             if depth > 1:
                 scope = scope or Scope(project, function, initial_env(project, function))
@@ -119,6 +119,7 @@ def _restored(node: cst.CSTNode) -> frozenset:
     when the function returns, the state is what it was."""
     saved: dict[str, str] = {}  # local -> the state it holds
     restored: set[str] = set()
+    switches: dict[str, set[str]] = {}  # receiver -> the mode switches called on it
     for current in descendants(node):
         if isinstance(current, cst.Assign) and len(current.targets) == 1:
             target, value = current.targets[0].target, current.value
@@ -126,7 +127,19 @@ def _restored(node: cst.CSTNode) -> frozenset:
                 saved.setdefault(target.value, code_of(value, 400))
             elif isinstance(value, cst.Name) and saved.get(value.value) == code_of(target, 400):
                 restored.add(saved[value.value])
+        elif isinstance(current, cst.Call):
+            method = call_method(current)
+            if method is not None and method[1] in _MODE_SWITCHES:
+                switches.setdefault(code_of(method[0], 400), set()).add(method[1])
+    # `model.eval()` ... `model.train()`: a called evaluation that puts the training mode back
+    # (the replay loop's own switches still count: its replays run between them).
+    restored.update(mode_key(receiver) for receiver, called in switches.items() if called == _MODE_SWITCHES)
     return frozenset(restored)
+
+
+def mode_key(receiver: str) -> str:
+    """How restored_state names the mode of a module switched with `receiver.eval()`."""
+    return f"{receiver}.training"
 
 
 # Reads of an attribute of an object of unknown class match writes to any object's attribute.

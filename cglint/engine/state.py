@@ -7,14 +7,14 @@ module exists to avoid.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Iterator, Optional
 
 import libcst as cst
 
-from cglint.engine.definitions import ClassInfo, ModuleInfo
+from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo
 from cglint.engine.project import Project
 from cglint.engine.replay_writes import ANY_OWNER, attribute_key, initialised_once, restored_state
-from cglint.engine.syntax import assigned_names, code_of, descendants
+from cglint.engine.syntax import assigned_names, code_of, descendants, reads
 from cglint.engine.values import Kind, evaluate
 
 if TYPE_CHECKING:
@@ -22,6 +22,17 @@ if TYPE_CHECKING:
     from cglint.engine.scope import Scope
 
 _SETUP_METHODS = frozenset({"__init__", "__post_init__", "__setstate__"})
+_DERIVED = "is computed from "
+_MAX_DERIVATION = 3  # local -> helper's return -> its local -> state
+# Calls whose result is computed from their arguments' values (`min(1.0, step / warmup)`).
+_ARITHMETIC = frozenset({"min", "max", "int", "float", "round", "abs", "bool"})
+
+
+def _passes_value(node: cst.BaseExpression, scope: "Scope") -> bool:
+    """Whether a host value computed by `node` carries its operands' values."""
+    if isinstance(node, cst.Call):
+        return isinstance(node.func, cst.Name) and node.func.value in _ARITHMETIC and node.func.value not in scope.env
+    return isinstance(node, (cst.BinaryOperation, cst.UnaryOperation, cst.IfExp)) and not evaluate(node, scope).is_tensor
 
 
 def _is_toggle(value: Optional[cst.BaseExpression]) -> bool:
@@ -77,7 +88,7 @@ class StateFacts:
         self.project = project
         self.engine = engine
 
-    def changing(self, expr: cst.BaseExpression, scope: "Scope", any_write: bool = False) -> Optional[str]:
+    def changing(self, expr: cst.BaseExpression, scope: "Scope", any_write: bool = False, depth: int = 0) -> Optional[str]:
         keys = self._state_keys(expr, scope)
         function = next((f for f in map(self.engine.changed_between_replays, keys) if f is not None), None)
         if function is not None:  # assigned after the capture or in the replay loop
@@ -97,7 +108,53 @@ class StateFacts:
                 return f"global `{expr.value}` {where}"
         # Changed by a function the replay loop calls: a setter, `model.eval()`, `anneal()`.
         function = next((f for f in map(self.engine.changed_by_calls_between_replays, keys) if f is not None), None)
-        return f"`{code_of(expr)}` is changed between replays by {function.qualname}()" if function is not None else None
+        if function is not None:
+            return f"`{code_of(expr)}` is changed between replays by {function.qualname}()"
+        return self._changing_source(expr, scope, any_write, depth)
+
+    def _changing_source(self, expr: cst.BaseExpression, scope: "Scope", any_write: bool, depth: int) -> Optional[str]:
+        """A local computed from changing state: `lr = self.current_lr()` where the method
+        reads `self.global_step`, which the replay loop steps (`frac = min(1, (step + 1) / n)`
+        and `return base * frac`). Followed through local assignments and the returns of
+        project functions, a few steps deep."""
+        if depth >= _MAX_DERIVATION or not isinstance(expr, cst.Name) or expr.value not in scope.env:
+            return None
+        return self.derived(expr, scope, any_write, depth)
+
+    def derived(self, expr: cst.Name, scope: "Scope", any_write: bool = False, depth: int = 0) -> Optional[str]:
+        """How the state a local was computed from changes between replays, or None."""
+        if depth >= _MAX_DERIVATION:
+            return None
+        for value, source_scope in self._sources(expr.value, scope):
+            assigned = self._assignments(source_scope.function)
+            for read in reads(value, lambda node: _passes_value(node, source_scope)):
+                if isinstance(read, cst.Name) and read.value in assigned and source_scope is not scope:
+                    state = self.derived(read, source_scope, any_write, depth + 1)  # a local of the helper
+                elif evaluate(read, source_scope).kind == Kind.HOST:
+                    state = self.changing(read, source_scope, any_write, depth + 1)
+                else:
+                    continue
+                if state:
+                    code = f"`{code_of(read)}`"
+                    detail = state[len(code):].lstrip() if state.startswith(code) else state
+                    if detail.startswith(_DERIVED):  # name the state itself, not the locals between
+                        return f"`{expr.value}` {detail}"
+                    return f"`{expr.value}` {_DERIVED}{code}, which {detail}"
+        return None
+
+    def _sources(self, name: str, scope: "Scope") -> Iterator[tuple[cst.BaseExpression, "Scope"]]:
+        """What a local is assigned in its function, with the return values of a project
+        function it is assigned the result of (in that function's scope)."""
+        from cglint.engine.scope import Scope
+
+        for value in self._assignments(scope.function).get(name, ()):
+            callees = evaluate(value.func, scope).targets if isinstance(value, cst.Call) else ()
+            functions = [f for f in callees if isinstance(f, FunctionInfo)]
+            if not functions:
+                yield value, scope
+            for function in functions:
+                for returned in self._assignments(function).get(_RETURNED, ()):
+                    yield returned, Scope(self.project, function)
 
     def _state_keys(self, expr: cst.BaseExpression, scope: "Scope") -> list[tuple]:
         """The keys under which the engine records writes of the state `expr` reads."""
@@ -117,6 +174,10 @@ class StateFacts:
         # Written on this class or a base class, or on an object whose class is unknown.
         return [attribute_key(name, k.qualname) for cls in classes for k in self.project.mro(cls)] + [attribute_key(name)]
 
+    def _assignments(self, function: FunctionInfo) -> dict[str, list[cst.BaseExpression]]:
+        """The values a function assigns to each of its local names, and (under _RETURNED) returns."""
+        return self.project.cached(("assignments", function.key), lambda: _assignments(function), {})  # type: ignore[return-value]
+
     def _changed_attribute(self, cls: ClassInfo, attr: str, any_write: bool = False) -> Optional[str]:
         setup = self._setup_methods(cls)
         for klass in self.project.mro(cls):
@@ -131,6 +192,22 @@ class StateFacts:
                     continue
                 if any_write or _is_toggle(write.value):
                     return f"is reassigned in {write.method.qualname}()"
+        return self._mutated_attribute(cls, attr, setup)
+
+    def _mutated_attribute(self, cls: ClassInfo, attr: str, setup: set[int]) -> Optional[str]:
+        """A host list attribute grown or shrunk outside setup (`self.history.append(t)`):
+        `len(self.history)` read at capture keeps its value then."""
+        classes = self.project.mro(cls)
+        if not any(_is_list(write.value) for klass in classes for write in klass.attr_writes(attr)):
+            return None  # an object with a `pop()` of its own (Transformer Engine's wgrad store)
+        for klass in classes:
+            for method in klass.methods.values():
+                if method.name in _SETUP_METHODS or id(method) in setup or configures(method) or self.engine.captures_in(method):
+                    continue  # setup, or a capture that builds the state its graph reads
+                if method.outline is not None and attr not in method.outline.facts.names:
+                    continue  # not even named there: no reason to parse it
+                if _mutates(method, attr) and not self.engine.called_only_before_replays(method):
+                    return f"is changed in place in {method.qualname}()"
         return None
 
     def _transient(self, function, node: cst.CSTNode) -> bool:
@@ -198,6 +275,45 @@ class StateFacts:
                             if isinstance(leaf, cst.Name) and leaf.value in declared:
                                 found.setdefault(leaf.value, f"is reassigned in {function.qualname}()")
         return found
+
+
+_RETURNED = "<return>"
+# Methods that grow or shrink a list or deque in place (a history, a queue). Item assignment
+# and dict methods do not count: on vLLM and SGLang they fill caches (compiled kernels, a
+# workspace per shape) on first use, which a replay finds filled.
+_MUTATORS = frozenset({"append", "appendleft", "extend", "insert", "pop", "popleft", "clear", "remove"})
+
+
+def _is_list(value: Optional[cst.BaseExpression]) -> bool:
+    """`[]`, `[...]`, a list comprehension, `list(...)` or `deque(...)`."""
+    if isinstance(value, (cst.List, cst.ListComp)):
+        return True
+    return isinstance(value, cst.Call) and (code_of(value.func) in ("list", "deque", "collections.deque"))
+
+
+def _mutates(method: FunctionInfo, attr: str) -> bool:
+    """Whether the method grows or shrinks the list `self.<attr>` in place."""
+    if not method.params or not isinstance(method.node, cst.FunctionDef):
+        return False
+    me = method.params[0].name.value
+    for node in descendants(method.node):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _MUTATORS:
+            owner = node.func.value
+            if isinstance(owner, cst.Attribute) and owner.attr.value == attr and isinstance(owner.value, cst.Name) and owner.value.value == me:
+                return True
+    return False
+
+
+def _assignments(function: FunctionInfo) -> dict[str, list[cst.BaseExpression]]:
+    found: dict[str, list[cst.BaseExpression]] = {}
+    for node in descendants(function.node):
+        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+            found.setdefault(node.targets[0].target.value, []).append(node.value)
+        elif isinstance(node, cst.AnnAssign) and node.value is not None and isinstance(node.target, cst.Name):
+            found.setdefault(node.target.value, []).append(node.value)
+        elif isinstance(node, cst.Return) and node.value is not None:
+            found.setdefault(_RETURNED, []).append(node.value)
+    return found
 
 
 def _tested_against_none(function: cst.CSTNode) -> set[str]:

@@ -319,7 +319,10 @@ def _attribute(expr: cst.Attribute, scope: "Scope") -> Value:
             return base if base.is_tensor else UNKNOWN
         return UNKNOWN
     if base.kind == Kind.OBJECT:
-        return scope.member(base, attr)
+        value = scope.member(base, attr)
+        if attr == "training" and value.kind == Kind.UNKNOWN and base.tag == "module":
+            return HOST  # nn.Module's mode flag (`F.dropout(h, p, training=self.training)`), set by train()/eval()
+        return value
     if base.kind == Kind.HOST:
         return HOST
     return UNKNOWN

@@ -438,6 +438,8 @@ class Walker:
             self.engine.note_call(function, self.function, node)
             if not self.engine.may_capture(function):
                 continue
+            if not self.in_region:
+                self.engine.note_capturing_call_args(function, node, {name: evaluate(expr, self.scope) for name, expr in self.arguments(function, node, bound)})
             helper = self.engine.helper(function)
             if helper.callable_params:
                 exprs = [arg for param, arg in self.arguments(function, node, True) if param in helper.callable_params]
