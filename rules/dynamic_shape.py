@@ -7,11 +7,9 @@ extent of the tensors.
 """
 from __future__ import annotations
 
-from typing import Iterator
-
 import libcst as cst
 
-from cglint.engine.syntax import code_of, keyword, positional, reads
+from cglint.engine.syntax import code_of, keyword, positional
 from cglint.engine.values import Kind
 from cglint.rule import Hit, Rule
 
@@ -40,25 +38,6 @@ def size_arguments(node: cst.CSTNode, ctx) -> list[cst.BaseExpression]:
             args = positional(node)
             return ([size] if size is not None else []) + (args[:1] if method[1] == "topk" else args)
     return []
-
-
-# Calls whose result is computed from their arguments' values: `min(n, cap)` reads `n`.
-_ARITHMETIC_CALLS = ("min", "max", "int", "float", "round", "abs", "math", "len")
-_HOST_OPERATORS = (cst.Subscript, cst.BinaryOperation, cst.UnaryOperation, cst.IfExp, cst.Tuple, cst.List)
-
-
-def host_reads(expr: cst.BaseExpression, ctx) -> Iterator[cst.BaseExpression]:
-    """Names and attributes a host expression reads, not looking into tensor sub-expressions
-    (`x.shape[0]` reads metadata of a tensor, which a graph fixes anyway)."""
-
-    def opens(node: cst.BaseExpression) -> bool:
-        if ctx.is_tensor(node):
-            return False
-        if isinstance(node, cst.Call):
-            return (ctx.call_name(node) or "").split(".")[0] in _ARITHMETIC_CALLS
-        return isinstance(node, _HOST_OPERATORS)
-
-    return (read for read in reads(expr, opens) if not ctx.is_tensor(read))
 
 
 def _closure_cell(read: cst.BaseExpression, ctx) -> bool:
@@ -190,7 +169,7 @@ for batch in loader:
         for size in size_arguments(node, ctx):
             if ctx.value(size).data:
                 continue  # CG701
-            for read in host_reads(size, ctx):
+            for read in ctx.host_reads(size):
                 state = changing_number(read, ctx)
                 if state:
                     yield Hit(node, {"read": code_of(read), "state": state})

@@ -11,7 +11,7 @@ import libcst as cst
 
 from cglint.engine.syntax import code_of, string_value
 from cglint.rule import REPLAY, Hit, Rule
-from cglint.rules.dynamic_shape import changing_number, host_reads, size_arguments
+from cglint.rules.dynamic_shape import changing_number, size_arguments
 
 _HOST_CALLS = ("print", "len", "range", "isinstance", "getattr", "setattr", "hasattr", "str", "repr", "format")
 
@@ -143,7 +143,7 @@ for step in range(10):
 
     def check(self, node, ctx):
         for operand in _operands(node, ctx):
-            for read in host_reads(operand, ctx):
+            for read in ctx.host_reads(operand):
                 state = changing_number(read, ctx)
                 if state:
                     yield Hit(read, {"read": code_of(read), "state": state})

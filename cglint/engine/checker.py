@@ -27,7 +27,7 @@ from cglint.engine.replay_writes import ANY_OWNER, attribute_key, attribute_writ
 from cglint.engine.scope import Scope, initial_env
 from cglint.engine.state import StateFacts
 from cglint.engine.syntax import call_method, called_names, code_of, decorator_callee, descendants, dotted_name, identifiers
-from cglint.engine.values import TENSOR, Value, evaluate
+from cglint.engine.values import TENSOR, Kind, Value, evaluate
 from cglint.engine.walk import Mode, Walker
 from cglint.rule import CAPTURE, REGION, REPLAY, Hit, Rule, applies
 
@@ -117,6 +117,7 @@ class Engine:
         self._sites: Optional[dict[int, Capture]] = None
         self._callers: dict[int, list] = {}
         self._capturing_call_args: dict[int, dict[int, dict[str, Value]]] = {}
+        self._module_names: dict[int, tuple[int, set[str]]] = {}  # id(module) -> (len(_names), names)
         self._blocks: dict[int, Blocks] = {}
 
     # --- driver ------------------------------------------------------------
@@ -147,9 +148,13 @@ class Engine:
 
     def _capture_names(self, module: ModuleInfo) -> set[str]:
         """The names a call of a capture form goes by in `module`: the forms' and helpers'
-        own, and what the module imports them as (`from torch.cuda import graph as capture_graph`)."""
-        aliases = {local for local, qualified in module.imports.items() if qualified.rpartition(".")[2] in self._names}
-        return self._names | aliases if aliases else self._names
+        own, and what the module imports them as (`from torch.cuda import graph as capture_graph`).
+        Asked for every function of a module: kept until helpers add names."""
+        known = self._module_names.get(id(module))
+        if known is None or known[0] != len(self._names):
+            aliases = {local for local, qualified in module.imports.items() if qualified.rpartition(".")[2] in self._names}
+            known = self._module_names[id(module)] = (len(self._names), self._names | aliases)
+        return known[1]
 
     def _called(self, function: FunctionInfo) -> frozenset:
         """What the function calls or is decorated with, by last name. Every capture form is
@@ -272,13 +277,8 @@ class Engine:
 
     def _start(self, capture: Capture) -> None:
         if capture.marker is not None and capture.function is not None:
-            # A function that captures part of its body, called from one place: its parameters
-            # hold that call's arguments (`capture_decode(state, x)` after `state = DecoderState(...)`),
-            # so that `state.decode_one(x)` in the region is followed. With more callers, unknown.
-            sites = self._capturing_call_args.get(capture.function.key, {})
-            args = next(iter(sites.values())) if len(sites) == 1 else {}
-            at_call = len(sites) == 1
-            self._push(Job(capture.function, args, capture, (capture.site,), capture.marker, at_call), ("marker", id(capture.marker)))
+            args = self._caller_objects(capture.function)
+            self._push(Job(capture.function, args, capture, (capture.site,), capture.marker), ("marker", id(capture.marker)))
         for target in capture.targets:
             args = _tensor_params(target) if capture.tensor_args else {}
             self._push(Job(target, args, capture, (capture.site,)), _job_key(target, args))
@@ -450,8 +450,20 @@ class Engine:
         self._replayers[function.key] = function
 
     def note_capturing_call_args(self, callee: FunctionInfo, call: cst.Call, args: dict[str, Value]) -> None:
-        """The arguments a call outside regions passes to a function that may capture."""
+        """The arguments a call outside regions passes to a function that may capture (a
+        later walk of the same call, with every module loaded, replaces what discovery saw)."""
         self._capturing_call_args.setdefault(callee.key, {})[id(call)] = args
+
+    def _caller_objects(self, function: FunctionInfo) -> dict[str, Value]:
+        """The project objects a function that captures part of its body gets from its one
+        caller (`capture_decode(state, x)` after `state = DecoderState(...)`), so that
+        `state.decode_one(x)` in the region is followed. Objects only: the caller's numbers
+        and flags would decide the region's branches for callers the checker cannot see."""
+        sites = self._capturing_call_args.get(function.key, {})
+        if len(sites) != 1:
+            return {}
+        (args,) = sites.values()
+        return {name: value for name, value in args.items() if value.kind == Kind.OBJECT and value.targets}
 
     def note_call(self, callee: FunctionInfo, caller: FunctionInfo, call: cst.Call) -> None:
         """Remember who calls a project function (rules ask what the callers do around the call)."""

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Optional, Union
+from typing import TYPE_CHECKING, Iterator, Optional, Union
 
 import libcst as cst
 
@@ -12,7 +12,7 @@ from cglint.engine.captures import Capture, CaptureKind, capture_method
 from cglint.engine.definitions import ClassInfo, FunctionInfo
 from cglint.engine.scope import Scope
 from cglint.engine.syntax import call_method, descendants
-from cglint.engine.values import Kind, Value, evaluate, to_device
+from cglint.engine.values import Kind, Value, evaluate, host_reads, to_device
 
 if TYPE_CHECKING:
     from cglint.engine.walk import Walker
@@ -44,6 +44,10 @@ class Context:
     def maybe_tensor(self, expr: cst.BaseExpression) -> bool:
         """A tensor or something the checker cannot tell (but not a known host value)."""
         return self.value(expr).kind in (Kind.TENSOR, Kind.CPU_TENSOR, Kind.UNKNOWN)
+
+    def host_reads(self, expr: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
+        """Names and attributes a host expression reads (`n` and `self.cap` in `min(n + 1, self.cap)`)."""
+        return host_reads(expr, self._walker.scope)
 
     def qualname(self, expr: cst.BaseExpression) -> Optional[str]:
         """`torch.cuda.synchronize` for `th.cuda.synchronize` after `import torch as th`."""

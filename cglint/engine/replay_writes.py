@@ -65,7 +65,7 @@ def _scan(project: "Project", function: FunctionInfo, depth: int) -> frozenset:
                         found.update(_keys(leaf, declared, function, scope))
         elif isinstance(current, cst.Call):
             method = call_method(current)
-            if method is not None and method[1] in _MODE_SWITCHES and mode_key(code_of(method[0], 400)) not in restored:
+            if method is not None and method[1] in _MODE_SWITCHES and _mode_key(code_of(method[0], 400)) not in restored:
                 found.add(attribute_key("training"))
             if depth > 1:
                 scope = scope or Scope(project, function, initial_env(project, function))
@@ -133,11 +133,11 @@ def _restored(node: cst.CSTNode) -> frozenset:
                 switches.setdefault(code_of(method[0], 400), set()).add(method[1])
     # `model.eval()` ... `model.train()`: a called evaluation that puts the training mode back
     # (the replay loop's own switches still count: its replays run between them).
-    restored.update(mode_key(receiver) for receiver, called in switches.items() if called == _MODE_SWITCHES)
+    restored.update(_mode_key(receiver) for receiver, called in switches.items() if called == _MODE_SWITCHES)
     return frozenset(restored)
 
 
-def mode_key(receiver: str) -> str:
+def _mode_key(receiver: str) -> str:
     """How restored_state names the mode of a module switched with `receiver.eval()`."""
     return f"{receiver}.training"
 

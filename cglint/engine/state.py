@@ -14,8 +14,8 @@ import libcst as cst
 from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo
 from cglint.engine.project import Project
 from cglint.engine.replay_writes import ANY_OWNER, attribute_key, initialised_once, restored_state
-from cglint.engine.syntax import assigned_names, code_of, descendants, reads
-from cglint.engine.values import Kind, evaluate
+from cglint.engine.syntax import assigned_names, code_of, descendants
+from cglint.engine.values import Kind, evaluate, host_reads
 
 if TYPE_CHECKING:
     from cglint.engine.checker import Engine
@@ -24,15 +24,6 @@ if TYPE_CHECKING:
 _SETUP_METHODS = frozenset({"__init__", "__post_init__", "__setstate__"})
 _DERIVED = "is computed from "
 _MAX_DERIVATION = 3  # local -> helper's return -> its local -> state
-# Calls whose result is computed from their arguments' values (`min(1.0, step / warmup)`).
-_ARITHMETIC = frozenset({"min", "max", "int", "float", "round", "abs", "bool"})
-
-
-def _passes_value(node: cst.BaseExpression, scope: "Scope") -> bool:
-    """Whether a host value computed by `node` carries its operands' values."""
-    if isinstance(node, cst.Call):
-        return isinstance(node.func, cst.Name) and node.func.value in _ARITHMETIC and node.func.value not in scope.env
-    return isinstance(node, (cst.BinaryOperation, cst.UnaryOperation, cst.IfExp)) and not evaluate(node, scope).is_tensor
 
 
 def _is_toggle(value: Optional[cst.BaseExpression]) -> bool:
@@ -110,24 +101,18 @@ class StateFacts:
         function = next((f for f in map(self.engine.changed_by_calls_between_replays, keys) if f is not None), None)
         if function is not None:
             return f"`{code_of(expr)}` is changed between replays by {function.qualname}()"
-        return self._changing_source(expr, scope, any_write, depth)
-
-    def _changing_source(self, expr: cst.BaseExpression, scope: "Scope", any_write: bool, depth: int) -> Optional[str]:
-        """A local computed from changing state: `lr = self.current_lr()` where the method
-        reads `self.global_step`, which the replay loop steps (`frac = min(1, (step + 1) / n)`
-        and `return base * frac`). Followed through local assignments and the returns of
-        project functions, a few steps deep."""
-        if depth >= _MAX_DERIVATION or not isinstance(expr, cst.Name) or expr.value not in scope.env:
-            return None
-        return self.derived(expr, scope, any_write, depth)
+        return self.derived(expr, scope, any_write, depth) if isinstance(expr, cst.Name) and expr.value in scope.env else None
 
     def derived(self, expr: cst.Name, scope: "Scope", any_write: bool = False, depth: int = 0) -> Optional[str]:
-        """How the state a local was computed from changes between replays, or None."""
+        """How the state a local was computed from changes between replays, or None:
+        `lr = self.current_lr()` where the method reads `self.global_step`, which the replay
+        loop steps (`frac = min(1, (step + 1) / n)` and `return base * frac`). Followed
+        through local assignments and the returns of project functions, a few steps deep."""
         if depth >= _MAX_DERIVATION:
             return None
         for value, source_scope in self._sources(expr.value, scope):
             assigned = self._assignments(source_scope.function)
-            for read in reads(value, lambda node: _passes_value(node, source_scope)):
+            for read in host_reads(value, source_scope):
                 if isinstance(read, cst.Name) and read.value in assigned and source_scope is not scope:
                     state = self.derived(read, source_scope, any_write, depth + 1)  # a local of the helper
                 elif evaluate(read, source_scope).kind == Kind.HOST:

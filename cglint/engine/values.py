@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 import libcst as cst
 
 from cglint.engine.api import tables
 from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo
-from cglint.engine.syntax import call_method, keyword, positional, string_value
+from cglint.engine.syntax import call_method, keyword, positional, reads, string_value
 
 if TYPE_CHECKING:
     from cglint.engine.scope import Scope
@@ -306,6 +306,26 @@ def _compare(left: Value, part: cst.ComparisonTarget, scope: "Scope") -> Optiona
     return compare(left.const, right.const)
 
 
+# Calls whose result is computed from their arguments' values: `min(n, cap)` reads `n`.
+_ARITHMETIC_CALLS = frozenset({"min", "max", "int", "float", "bool", "round", "abs", "math", "len"})
+_HOST_OPERATORS = (cst.Subscript, cst.BinaryOperation, cst.UnaryOperation, cst.IfExp, cst.Tuple, cst.List)
+
+
+def host_reads(expr: cst.BaseExpression, scope: "Scope") -> Iterator[cst.BaseExpression]:
+    """Names and attributes a host expression reads: through arithmetic, subscripts and
+    `min`/`len`-like calls, not into tensor sub-expressions (`x.shape[0]` reads metadata of
+    a tensor, which a graph fixes anyway)."""
+
+    def opens(node: cst.BaseExpression) -> bool:
+        if evaluate(node, scope).is_tensor:
+            return False
+        if isinstance(node, cst.Call):
+            return (scope.qualname(node.func) or "").split(".")[0] in _ARITHMETIC_CALLS
+        return isinstance(node, _HOST_OPERATORS)
+
+    return (read for read in reads(expr, opens) if not evaluate(read, scope).is_tensor)
+
+
 def _attribute(expr: cst.Attribute, scope: "Scope") -> Value:
     qualified = scope.qualname(expr)
     if qualified is not None:
@@ -320,8 +340,8 @@ def _attribute(expr: cst.Attribute, scope: "Scope") -> Value:
         return UNKNOWN
     if base.kind == Kind.OBJECT:
         value = scope.member(base, attr)
-        if attr == "training" and value.kind == Kind.UNKNOWN and base.tag == "module":
-            return HOST  # nn.Module's mode flag (`F.dropout(h, p, training=self.training)`), set by train()/eval()
+        if value.kind == Kind.UNKNOWN and base.tag == "module" and attr in tables().values.module_host_attributes:
+            return HOST
         return value
     if base.kind == Kind.HOST:
         return HOST
