@@ -27,12 +27,13 @@ class Sampler(torch.nn.Module):
             logits = logits.clamp(max=30)
         probs = logits.softmax(-1)
         ids = torch.multinomial(probs, 1, generator=self.generator)  # expect: CG304
+        draft = probs.multinomial(1, generator=self.generator)  # expect: CG304
         keep = ids[ids > 0]  # expect: CG106
         finished = int(keep.numel() == 0 or ids.max().item() == 2)  # expect: CG101
         noise = torch.rand(4)  # expect: CG303
         print(f"finished={finished} noise={noise}")  # expect: CG103
         window = torch.arange(8).reshape(2, 4)[:, 1:3]  # plain indexing and factories: no finding
-        return ids, window + noise[:2]
+        return ids, draft, window + noise[:2]
 
 
 def _findings(call_patches: bool) -> set[tuple[str, int]]:

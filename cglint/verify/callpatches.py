@@ -29,19 +29,18 @@ from cglint.verify.torchmodes import observe_call
 if TYPE_CHECKING:
     from cglint.verify.instrument import Instrumentation
 
-# torch functions that take generator= or pin_memory= without being named in CALL_NAMES.
-_KWARG_FUNCTIONS = ("empty", "zeros", "ones", "full", "arange", "empty_strided", "empty_like", "zeros_like",
+# torch functions and tensor methods that take generator= or pin_memory= without being named
+# in CALL_NAMES (`torch.multinomial(p, 1, generator=g)` and `p.multinomial(1, generator=g)`).
+_KWARG_CALLABLES = ("empty", "zeros", "ones", "full", "arange", "empty_strided", "empty_like", "zeros_like",
                     "ones_like", "full_like", "rand_like", "randn_like", "randint_like", "multinomial",
-                    "bernoulli", "poisson")
+                    "bernoulli", "poisson", "new_empty", "new_zeros", "new_ones", "new_full")
 
 
 def _targets() -> list[tuple[Any, str]]:
-    """(owner, attribute) of every callable to wrap."""
-    found = [(torch.Tensor, name) for name in sorted(classify.CALL_NAMES) if callable(getattr(torch.Tensor, name, None))]
-    for name in sorted(classify.CALL_NAMES.union(_KWARG_FUNCTIONS)):
-        if callable(getattr(torch, name, None)) and not isinstance(getattr(torch, name), type):
-            found.append((torch, name))
-    return found
+    """(owner, attribute) of every callable to wrap, on torch.Tensor and on torch."""
+    names = sorted(classify.CALL_NAMES.union(_KWARG_CALLABLES))
+    return [(owner, name) for owner in (torch.Tensor, torch) for name in names
+            if callable(getattr(owner, name, None)) and not isinstance(getattr(owner, name), type)]
 
 
 class CallPatches:
@@ -97,12 +96,10 @@ def _user_aliases(functions: dict[int, Any]) -> Iterator[tuple[ModuleType, str]]
         key = (name, id(module))
         found = _aliases.get(key)
         if found is None:
-            # The module's own dict, read past any __getattribute__: a lazily loaded module
-            # (importlib.util.LazyLoader) would run its code, inside the capture, on any attribute read.
-            space = object.__getattribute__(module, "__dict__") if isinstance(module, ModuleType) else {}
-            path = space.get("__file__")
-            user = isinstance(path, str) and frames.is_user_path(path)
-            found = _aliases[key] = tuple(k for k, v in list(space.items()) if id(v) in functions) if user else ()
+            # The module's own dict, as frames.is_user_module reads it: a lazily loaded module
+            # would run its code, inside the capture, on an attribute read.
+            space = object.__getattribute__(module, "__dict__") if frames.is_user_module(module) else {}
+            found = _aliases[key] = tuple(k for k, v in list(space.items()) if id(v) in functions)
         found_now += [(module, alias) for alias in found]
     _last_scan[:] = [len(sys.modules), found_now]
     yield from found_now

@@ -356,6 +356,10 @@ class Collector:
 _built: dict[tuple, tuple[readplan.ReadSite, Guard, list[tuple[int, str]]]] = {}
 _MAX_BUILT = 100_000
 
+# Guards shared between captures hold their first capture's recorder and the objects they
+# watch: they end with the session whose watchers they rely on (pytest runs many).
+watchers.at_uninstall(_built.clear)
+
 
 def _still(guard: Guard, value: Any) -> bool:
     """Whether a guard built by an earlier capture reads `value` now and read it then."""
@@ -402,7 +406,7 @@ def _root(frame: FrameType, local: Any, site: readplan.ReadSite) -> Optional[tup
         if site.root not in space:
             return None  # a builtin
         value = space[site.root]
-        if isinstance(value, ModuleType) and not _user_module(value):
+        if isinstance(value, ModuleType) and not frames.is_user_module(value):
             return None  # torch.float16, math.pi: library constants
         return value, ("global", id(space), site.root), functools.partial(operator.getitem, space, site.root)
     value = local.get(site.root, _MISSING)
@@ -464,9 +468,6 @@ def _same_object(value: Any) -> Any:
     return value
 
 
-def _user_module(module: ModuleType) -> bool:
-    path = getattr(module, "__file__", None)
-    return bool(path) and frames._is_user_path(path)
 
 
 def _cell(code: CodeType, name: str, value: Any) -> Any:

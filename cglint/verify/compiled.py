@@ -45,6 +45,7 @@ from typing import Any, Callable, Iterator, Optional
 
 from cglint.findings import Region
 from cglint.verify import frames
+from cglint.verify.attributes import Patched
 from cglint.verify.kept_outputs import OUTPUT_KEPT, OVERWRITTEN, KeptOutputs, tensors
 from cglint.verify.recorder import Recorder
 from cglint.verify.rule_codes import code_of
@@ -455,7 +456,7 @@ def _eager_backend(kwargs: dict[str, Any]) -> dict[str, Any]:
 # --- the run's collector ------------------------------------------------------------------------
 
 _active: Optional[Collector] = None
-_saved: list[tuple[Any, str, Any]] = []
+_patched = Patched()
 
 
 def install(session: Any) -> Collector:
@@ -469,16 +470,13 @@ def install(session: Any) -> Collector:
     recorder = Recorder(phase="torch.compile")
     session.recorders.append(recorder)
     _active = Collector(recorder, gpu=session.gpu, note=session.note)
-    _saved.append((torch, "compile", torch.compile))
-    torch.compile = _active.wrap_compile(torch.compile)
+    _patched.set(torch, "compile", _active.wrap_compile(torch.compile))
     return _active
 
 
 def uninstall() -> None:
     global _active
-    while _saved:
-        owner, name, original = _saved.pop()
-        setattr(owner, name, original)
+    _patched.restore()
     if _active is not None:
         _active.close()
         _active = None

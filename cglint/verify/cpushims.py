@@ -20,12 +20,13 @@ from torch.utils._device import DeviceContext
 
 from cglint.findings import Region
 from cglint.verify import errors, frames, guards, synchooks
+from cglint.verify.attributes import Patched
 from cglint.verify.classify import EMULATED_CUDA
 from cglint.verify.instrument import Instrumentation
 from cglint.verify.recorder import Recorder
 from cglint.verify.session import GraphInfo, Session
 
-_saved: list[tuple[Any, str, Any]] = []
+_patched = Patched()
 _depth = [0]  # regions being traced (is_current_stream_capturing answers from it)
 
 
@@ -198,7 +199,7 @@ _DEVICE_QUERIES = {
 
 
 def install(session: Session) -> None:
-    if _saved:
+    if _patched:
         return
 
     class ShimGraph:
@@ -273,8 +274,7 @@ def install(session: Session) -> None:
     }
     for owner, table in ((torch.cuda, {**_DEVICE_QUERIES, **replacements}), (torch, {"Generator": EmulatedGenerator})):
         for name, value in table.items():
-            _saved.append((owner, name, getattr(owner, name, None)))
-            setattr(owner, name, value)
+            _patched.set(owner, name, value)
     context_cls = DeviceContext
     original_init = context_cls.__init__
 
@@ -282,8 +282,7 @@ def install(session: Session) -> None:
         original_init(self, device)
         setattr(self, EMULATED_CUDA, meant_cuda(device))
 
-    _saved.append((context_cls, "__init__", original_init))
-    context_cls.__init__ = context_init
+    _patched.set(context_cls, "__init__", context_init)
     mode = EmulatedCuda()
     mode.__enter__()
     _mode.append(mode)
@@ -295,9 +294,7 @@ def uninstall() -> None:
             _mode.pop().__exit__(None, None, None)
         except Exception:  # a mode the script pushed and never popped sits above ours
             pass
-    while _saved:
-        owner, name, original = _saved.pop()
-        setattr(owner, name, original)
+    _patched.restore()
     _depth[0] = 0
 
 

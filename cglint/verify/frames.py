@@ -13,7 +13,7 @@ import sys
 import sysconfig
 from dataclasses import dataclass
 from functools import lru_cache
-from types import CodeType, FrameType
+from types import CodeType, FrameType, ModuleType
 from typing import Optional
 
 # Test and tooling packages count as library too: hypothesis times garbage collections
@@ -79,6 +79,15 @@ def _is_user_path(name: str) -> bool:
 def is_user_path(name: str) -> bool:
     """A file path (as torch prints it in logs and tracebacks) of the user's code."""
     return bool(name) and _is_user_path(name)
+
+
+def is_user_module(module: object) -> bool:
+    """A module loaded from a file of the user's code. Its `__file__` is read from the module's
+    own dict, past any __getattribute__: a lazily loaded module (importlib.util.LazyLoader)
+    would otherwise run its code on the read."""
+    space = object.__getattribute__(module, "__dict__") if isinstance(module, ModuleType) else {}
+    path = space.get("__file__")
+    return isinstance(path, str) and is_user_path(path)
 
 
 def is_user_code(code: CodeType) -> bool:

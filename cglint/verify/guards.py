@@ -104,7 +104,7 @@ class GuardSet:
         # check they are still the captured ones (liveness). Held until the capture ends.
         self.site_tensors: dict[str, torch.Tensor] = {}
         self._read: list[tuple[Guard, list[tuple[int, str]]]] = []
-        self.ref = weakref.ref(self)  # what the watchers' tables hold (see _subscribe)
+        self.ref = weakref.ref(self)  # what the watchers' tables hold (see watchers.subscribe)
 
     def __len__(self) -> int:
         return len(self.polled) + sum(len(v) for v in self.by_key.values())

@@ -144,8 +144,7 @@ def _user_object(value: Any) -> bool:
     """An instance of a class the user wrote (`self` of a trainer): its attributes are looked at too."""
     if isinstance(value, type) or not hasattr(value, "__dict__"):
         return False
-    module = sys.modules.get(getattr(type(value), "__module__", ""))
-    return frames.is_user_path(getattr(module, "__file__", None) or "")
+    return frames.is_user_module(sys.modules.get(getattr(type(value), "__module__", "")))
 
 
 def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:

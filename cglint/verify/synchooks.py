@@ -11,11 +11,12 @@ import functools
 import threading
 from typing import Any, Callable
 
+from cglint.verify.attributes import Patched
 from cglint.verify.rule_codes import EXPLICIT_SYNCHRONIZE
 
 _active: list[Any] = []  # Instrumentation objects of captures in progress
 _lock = threading.Lock()
-_saved: list[tuple[Any, str, Any]] = []
+_patched = Patched()
 
 
 def activate(inst: Any) -> None:
@@ -51,15 +52,14 @@ def _wrap(owner: Any, attr: str, label: str) -> None:
         return original(*args, **kwargs)
 
     hook._cglint_hook = True  # type: ignore[attr-defined]
-    _saved.append((owner, attr, original))
-    setattr(owner, attr, hook)
+    _patched.set(owner, attr, hook)
 
 
 def install() -> bool:
     """Install the hooks; False when they were installed already (by someone else to remove)."""
     import torch
 
-    if _saved:
+    if _patched:
         return False
     _wrap(torch.cuda, "synchronize", "torch.cuda.synchronize()")
     for cls, kind in ((torch.cuda.Stream, "Stream"), (torch.cuda.Event, "Event")):
@@ -69,9 +69,7 @@ def install() -> bool:
 
 
 def uninstall() -> None:
-    while _saved:
-        owner, attr, original = _saved.pop()
-        setattr(owner, attr, original)
+    _patched.restore()
 
 
 def wrap_function(fn: Callable, label: str) -> Callable:

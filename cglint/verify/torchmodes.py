@@ -51,10 +51,6 @@ def _flat(values: Any):
             yield v
 
 
-def _name(func: Any) -> str:
-    return getattr(func, "__name__", "") or str(func)
-
-
 @dataclass(frozen=True)
 class _OpFacts:
     """What the dispatch hook needs to know of an operator, worked out once per operator."""

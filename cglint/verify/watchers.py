@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from cglint.verify.collector import Collector
     from cglint.verify.guards import GuardSet
 
-_installed = False
 collecting: list["Collector"] = []  # the collectors of captures running now (innermost last)
 _subscribers: dict[Any, dict[int, "weakref.ref[GuardSet]"]] = {}
 _data_subscribers: dict[int, dict[int, "weakref.ref[GuardSet]"]] = {}
@@ -34,7 +33,7 @@ _TENSOR_DATA = torch._C.TensorBase.__dict__["data"]
 
 
 def installed() -> bool:
-    return _installed
+    return bool(_patched)
 
 
 def subscribe(guards: "GuardSet", keys: Iterable[tuple[int, str]] = (), tensors: Iterable[int] = ()) -> None:
@@ -116,18 +115,24 @@ def _data_set(self: torch.Tensor, value: torch.Tensor) -> None:
 
 def install() -> None:
     """Watch writes to modules and parameters for the rest of the session."""
-    global _installed
-    if _installed:
+    if _patched:
         return
     module_cls, param_cls = torch.nn.Module, torch.nn.Parameter
     _patched.set(module_cls, "__setattr__", functools.wraps(module_cls.__setattr__)(_module_setattr(module_cls.__setattr__)))
     _patched.set(param_cls, "data", property(_data_get, _data_set, doc=_TENSOR_DATA.__doc__))
-    _installed = True
 
 
 def uninstall() -> None:
-    global _installed
     _patched.restore()
     _subscribers.clear()
     _data_subscribers.clear()
-    _installed = False
+    for forget in _at_uninstall:
+        forget()
+
+
+# What forgets state that relies on this session's watching (the collector's shared guards).
+_at_uninstall: list[Callable[[], None]] = []
+
+
+def at_uninstall(forget: Callable[[], None]) -> None:
+    _at_uninstall.append(forget)
