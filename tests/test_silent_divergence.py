@@ -34,6 +34,14 @@ def test_divergence_is_located_at_its_line(case):
     assert by_file(found, root if root.is_dir() else CASES) == _expected(root)
 
 
+def test_a_folder_of_scripts_is_checked_as_separate_programs():
+    # One script's `net.eval()` after its capture changes no other script's model: checked as
+    # a folder, clean_eval_before_capture.py was flagged through train_eval.py's eval().
+    config = Config(root=CASES)
+    found = check_paths([CASES], config, Selection.of(config, select=SELECT)).findings
+    assert by_file(found, CASES) == _expected(CASES)
+
+
 def test_graphs_sharing_a_pool_keep_only_the_last_output(tmp_path):
     # A serving engine's capture loop: one graph per batch size, one shared pool, and the output
     # bound to one name. Replaying the bs=4 graph updates an output no name holds, and the

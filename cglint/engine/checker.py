@@ -22,6 +22,7 @@ from cglint.engine.blocks import Blocks
 from cglint.engine.captures import Capture, CaptureKind, TraceStep
 from cglint.engine.definitions import FunctionInfo, ModuleInfo
 from cglint.engine.phases import cached_on_first_use
+from cglint.engine import programs
 from cglint.engine.project import Project
 from cglint.engine.replay_writes import ANY_OWNER, attribute_key, attribute_write_keys, reachable, restored_state, writes_of
 from cglint.engine.scope import Scope, initial_env
@@ -105,7 +106,7 @@ class Engine:
         self._host_writes: dict[tuple, list] = {}
         self._capturing_callers: set[int] = set()
         self._host_calls: list[tuple] = []  # (caller, callees or (call, env), after_capture)
-        self._replay_writes: Optional[tuple[dict[tuple, FunctionInfo], set]] = None  # _host_call_facts
+        self._replay_writes: Optional[tuple[dict[tuple, list[FunctionInfo]], set]] = None  # _host_call_facts
         self._deferred: dict[int, tuple] = {}
         self._constructions: dict[int, list] = {}
         self._construction_search: set[int] = set()
@@ -366,21 +367,31 @@ class Engine:
         captures = self.captures_in(function) or function.key in self._capturing_callers
         return after_capture or (self.calls_replay(function) and not captures)
 
-    def changed_between_replays(self, key: tuple) -> Optional[FunctionInfo]:
-        """The function that changes this name or attribute after a capture or around replay()."""
+    def changed_between_replays(self, key: tuple, reader: ModuleInfo) -> Optional[FunctionInfo]:
+        """The function that changes this name or attribute, read in `reader`, after a capture or around replay()."""
         for function, after_capture in (w for k in _matching(self._host_writes, key) for w in self._host_writes[k]):
             if key[0] == "name" and key[-1] in self.replay_selectors(function):
                 continue  # `bs = pad(n); graphs[bs].replay()`: it picks a graph, each keeps its own value
-            if self.between_replays(function, after_capture):
+            if self.between_replays(function, after_capture) and not self._separate_programs(function.module, reader):
                 return function
         return None
 
-    def changed_by_calls_between_replays(self, key: tuple) -> Optional[FunctionInfo]:
+    def changed_by_calls_between_replays(self, key: tuple, reader: ModuleInfo) -> Optional[FunctionInfo]:
         """The function called between replays (a setter, `model.eval()`'s owner) that changes this state."""
         writes = self._writes_between_replays()
-        return next((writes[k] for k in _matching(writes, key)), None)
+        return next((
+            f for k in _matching(writes, key) for f in writes[k] if not self._separate_programs(f.module, reader)
+        ), None)
 
-    def _writes_between_replays(self) -> dict[tuple, FunctionInfo]:
+    def _separate_programs(self, first: ModuleInfo, second: ModuleInfo) -> bool:
+        return programs.separate_programs(self.project, first, second, self._is_program)
+
+    def _is_program(self, module: ModuleInfo) -> bool:
+        """A script: a `__main__` guard, or top-level code that captures or replays."""
+        body = module.body_function
+        return programs.has_main_guard(module) or self.captures_in(body) or self.calls_replay(body)
+
+    def _writes_between_replays(self) -> dict[tuple, list[FunctionInfo]]:
         """State keys (replay_writes.py) that functions called between replays change."""
         return self._host_call_facts()[0]
 
@@ -389,9 +400,9 @@ class Engine:
         the model is built, before the first capture (its writes are setup, not steady state)."""
         return function.key in self._host_call_facts()[1]
 
-    def _host_call_facts(self) -> tuple[dict[tuple, FunctionInfo], set]:
+    def _host_call_facts(self) -> tuple[dict[tuple, list[FunctionInfo]], set]:
         if self._replay_writes is None:
-            writes: dict[tuple, FunctionInfo] = {}
+            writes: dict[tuple, list[FunctionInfo]] = {}
             between, before = set(), set()
             capturing = {c.function.key for c in self._captures.values() if c.function is not None}
             for caller, callees, after_capture in self._host_calls:
@@ -408,7 +419,7 @@ class Engine:
                     if changed and any(f.key in capturing for f in reachable(self.project, function)):
                         continue  # rebuilds the state and captures again (NeMo's `_graph_reinitialize`)
                     for key in changed:
-                        writes.setdefault(key, function)
+                        writes.setdefault(key, []).append(function)
             self._replay_writes = (writes, before - between)
         return self._replay_writes
     def replay_receivers(self, function: FunctionInfo) -> list:

@@ -81,7 +81,7 @@ class StateFacts:
 
     def changing(self, expr: cst.BaseExpression, scope: "Scope", any_write: bool = False, depth: int = 0) -> Optional[str]:
         keys = self._state_keys(expr, scope)
-        function = next((f for f in map(self.engine.changed_between_replays, keys) if f is not None), None)
+        function = next((f for k in keys if (f := self.engine.changed_between_replays(k, scope.module)) is not None), None)
         if function is not None:  # assigned after the capture or in the replay loop
             where = "the module" if function.qualname == "<module>" else f"{function.qualname}()"
             return f"`{code_of(expr)}` is changed between replays in {where}"
@@ -98,7 +98,7 @@ class StateFacts:
             if where:
                 return f"global `{expr.value}` {where}"
         # Changed by a function the replay loop calls: a setter, `model.eval()`, `anneal()`.
-        function = next((f for f in map(self.engine.changed_by_calls_between_replays, keys) if f is not None), None)
+        function = next((f for k in keys if (f := self.engine.changed_by_calls_between_replays(k, scope.module)) is not None), None)
         if function is not None:
             return f"`{code_of(expr)}` is changed between replays by {function.qualname}()"
         return self.derived(expr, scope, any_write, depth) if isinstance(expr, cst.Name) and expr.value in scope.env else None
