@@ -208,14 +208,17 @@ def test_timeout_stops_a_hanging_script_and_says_where_it_was(tmp_path):
 
 
 @cpu_only
-def test_ctrl_c_to_cglint_is_passed_on_and_the_report_written(tmp_path):
+@pytest.mark.parametrize("started_ignoring", [False, True])
+def test_ctrl_c_to_cglint_is_passed_on_and_the_report_written(tmp_path, started_ignoring):
     import signal
     import time
 
     (tmp_path / "job.py").write_text(script("import time; print('waiting', flush=True); time.sleep(600)"))
     cmd = [sys.executable, "-m", "cglint", "verify", "--format", "json", "job.py"]
-    # A background process ignores SIGINT unless it restores the default handler: Python does.
-    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Started with SIGINT ignored (by a parent that ignores it), cglint still takes Ctrl-C and
+    # its script process, which inherits that, still stops when cglint passes it on.
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if started_ignoring else None
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ignore)
     waited = ""
     while "waiting" not in waited:  # the script reached its sleep inside the capture
         line = proc.stderr.readline()

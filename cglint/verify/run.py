@@ -77,6 +77,7 @@ def run_script(script: str, args: list[str], stream: Optional[events.Writer] = N
         real_exit(code)
 
     saved_argv, saved_path = sys.argv, list(sys.path)
+    saved_sigint = signal.getsignal(signal.SIGINT)  # the script's handlers, or our SIG_IGN, must not outlive it
     sys.argv = [script, *args]
     sys.path[0] = os.path.dirname(os.path.abspath(script))  # as `python SCRIPT` sets it
     fault = open(fault_file, "w") if fault_file else None  # noqa: SIM115 - held until the end
@@ -118,7 +119,19 @@ def run_script(script: str, args: list[str], stream: Optional[events.Writer] = N
         if stream is not None:
             stream.write(events.END, {**run, "failed": failed, "status": status})
         sessions.end()
+        _restore_sigint(saved_sigint)
     return Outcome(mode, session.findings(), session.captures(), session.notes, run, status, failed)
+
+
+def _restore_sigint(handler: Any) -> None:
+    """Put back the caller's Ctrl-C handler: a Python API caller (a test run) whose process
+    kept SIG_IGN would pass it on to every process it starts afterwards."""
+    if handler is None:  # installed outside Python: nothing to put back
+        return
+    try:
+        signal.signal(signal.SIGINT, handler)
+    except ValueError:  # not the main thread
+        pass
 
 
 def _describe(exc: BaseException) -> str:
@@ -131,5 +144,9 @@ def _describe(exc: BaseException) -> str:
 def main(argv: list[str]) -> int:
     """The child: `python -m cglint.verify.child EVENTS FAULTS SCRIPT [ARGS...]`."""
     events_path, fault_path, script, *args = argv
+    # The supervisor passes the user's Ctrl-C on to us: honour it even where we were started
+    # ignoring SIGINT (by a process that ignores it, as a background job's does), or the
+    # script would run on until killed and its report be lost.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     outcome = run_script(script, args, events.Writer(events_path), fault_path)
     return 1 if outcome.failed else 0
