@@ -356,6 +356,21 @@ def _skipped(function, ctx) -> bool:
     return False
 
 
+def _outlives_the_call(container: cst.BaseExpression, ctx) -> bool:
+    """A container kept on the object or the module (`self.chunk_logp.append(out)` in a
+    `push()` that runs once per chunk): the next call of the method calls the compiled
+    function again while the container still holds this output."""
+    root = container
+    while isinstance(root, (cst.Attribute, cst.Subscript)):
+        root = root.value
+    if not isinstance(root, cst.Name):
+        return False
+    function = ctx.function
+    if root is not container and function.is_method and function.params and root.value == function.params[0].name.value:
+        return True  # `self.<attr>`
+    return not ctx.is_local(root.value) and ctx.qualname(root) is None  # a module-level list
+
+
 def _marks_steps(node: cst.CSTNode, ctx) -> bool:
     return any(isinstance(n, cst.Call) and ctx.call_name(n) == _MARK_STEP for n in descendants(node))
 
@@ -436,6 +451,18 @@ def compare(model, a, b):
     second = embed(model, b)
     return (first - second).abs().max()  # expect: CG956
 ''',
+        '''
+import torch
+
+class ChunkScorer:
+    def __init__(self, model, use_compile=True):
+        self.fn = torch.compile(model, mode="reduce-overhead") if use_compile else model
+        self.scores = []
+
+    def push(self, chunk):
+        out = self.fn(chunk)
+        self.scores.append(out)  # expect: CG956
+''',
     )
     valid = (
         '''
@@ -491,7 +518,9 @@ def generate(model, tokens, steps):
         if stored is None:
             return
         loop = next((s for s in ctx.enclosing(node) if isinstance(s, (cst.For, cst.While))), None)
-        if loop is None or _marks_steps(loop, ctx):
+        if loop is None and not _outlives_the_call(method[0], ctx):
+            return
+        if loop is not None and _marks_steps(loop, ctx):
             return
         call, capture = _compiled_call_in(stored, ctx)
         if call is None:
@@ -499,7 +528,7 @@ def generate(model, tokens, steps):
             if name is None:
                 return
             bound_at, capture = _binding(name, ctx.before(), ctx)
-            if capture is None or not _within(bound_at, loop):
+            if capture is None or (loop is not None and not _within(bound_at, loop)):
                 return
             call, _ = _compiled_call_in(bound_at, ctx)
             output = code_of(stored)

@@ -17,7 +17,7 @@ from cglint.rule import REPLAY, Hit, Rule
 
 def _captured_target(target: cst.BaseExpression, value: Optional[cst.BaseExpression], ctx) -> str:
     """The name or attribute a capture used, if `target` rebinds one."""
-    if isinstance(target, cst.Name) and target.value in ctx.captured_names:
+    if isinstance(target, cst.Name) and target.value in ctx.captured_names and ctx.captured_earlier(target.value):
         if ctx.value(target).kind in (Kind.TENSOR, Kind.CPU_TENSOR, Kind.UNKNOWN):
             return target.value
     if ctx.captured_attribute(target) and not _capture_machinery(target, value, ctx):

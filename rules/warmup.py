@@ -139,6 +139,20 @@ def main():
         g.replay()
         opt.step()
 ''',
+        '''
+import torch
+
+def project(x, w):
+    return torch.relu(x @ w)
+
+def main():
+    w = torch.randn(64, 64, device="cuda")
+    x = torch.randn(32, 64, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):  # expect: CG901
+        y = project(x, w)
+    g.replay()
+''',
     )
     valid = (
         '''
@@ -162,6 +176,20 @@ def main():
         g.replay()
         opt.step()
 ''',
+        '''
+import torch
+
+def ragged_offsets(batch, length, device):
+    return torch.arange(0, (batch + 1) * length, length, dtype=torch.int32, device=device)
+
+def test_offsets_build_inside_a_capture():
+    # Creation and elementwise ops initialize no library: nothing to warm up.
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        offsets = ragged_offsets(2, 3, "cuda")
+    g.replay()
+    assert offsets.tolist() == [0, 3, 6]
+''',
     )
 
     def check(self, node, ctx):
@@ -172,8 +200,16 @@ def main():
         entries = _entries(capture, ctx)
         if not entries or any(_compiled(c, ctx) for c in entries):
             return  # nothing of the project to warm up, or a compiled call: CG908 says more
-        if _whole_story(entries, before, ctx) and not _warmupcalls_in(entries, before):
+        if _whole_story(entries, before, ctx) and not _warmupcalls_in(entries, before) and _initializes(capture, ctx):
             yield Hit(node, {"call": code_of(entries[0])})
+
+
+def _initializes(capture, ctx) -> bool:
+    """Whether the captured work calls something whose first run initializes a library. A
+    test that captures only `torch.arange`/`new_ones`/`zero_` metadata builders (SGLang's)
+    captures fine without a warmup."""
+    lazy = ctx.api.setup.lazy_init
+    return any(key in lazy or any(key.startswith(p) for p in lazy if p.endswith(".")) for key in capture.calls)
 
 
 class WarmupOnDefaultStream(Rule):

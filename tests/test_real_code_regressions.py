@@ -408,3 +408,50 @@ def test_star_imported_helpers_and_setup_before_a_capture_helper(tmp_path):
         select=["sync", "frozen-scalar"],
     )
     assert by_file(found, tmp_path) == {("pkg/_impl.py", "CG105", 4)}
+
+
+def test_a_value_set_between_two_captures_belongs_to_the_second(tmp_path):
+    # Triton's and xformers' do_bench_cudagraph: a first graph times one call, then `n_repeat`
+    # is computed and a second graph, captured after it, unrolls `n_repeat` calls. Neither
+    # graph ever replays with a value that changed after its own capture. A value rebound
+    # after the capture that read it is still reported (`scale` below).
+    found = findings(
+        tmp_path,
+        {
+            "bench.py": """
+            import torch
+
+            def do_bench_cudagraph(fn, rep=20):
+                fn()
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    fn()
+                torch.cuda.synchronize()
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                g.replay()
+                end.record()
+                torch.cuda.synchronize()
+                n_repeat = max(1, int(rep / start.elapsed_time(end)))
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    for _ in range(n_repeat):
+                        fn()
+                g.replay()
+                return n_repeat
+
+            def scaled(fn, x):
+                scale = 1.0
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    for _ in range(4):
+                        y = fn(x) * scale
+                for s in (0.5, 2.0):
+                    scale = s
+                    g.replay()
+                return y
+            """,
+        },
+        select=["CG202", "CG401", "CG601"],
+    )
+    assert codes_lines(found) == {("CG601", 27)}

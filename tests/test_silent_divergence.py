@@ -20,9 +20,9 @@ CASES = Path(__file__).resolve().parent / "data" / "divergence"
 SELECT = ["control-flow", "frozen-scalar", "dynamic-shape", "realloc"]
 
 
-def _expected(root: Path) -> set:
+def _expected(root: Path, base: Path = CASES) -> set:
     paths = [root] if root.is_file() else sorted(root.rglob("*.py"))
-    base = CASES if root.is_file() else root
+    base = base if root.is_file() else root
     return {(p.relative_to(base).as_posix(), code, line) for p in paths for code, line in expected_markers(p.read_text("utf-8"))}
 
 
@@ -40,6 +40,18 @@ def test_a_folder_of_scripts_is_checked_as_separate_programs():
     config = Config(root=CASES)
     found = check_paths([CASES], config, Selection.of(config, select=SELECT)).findings
     assert by_file(found, CASES) == _expected(CASES)
+
+
+CONFIRMED = Path(__file__).resolve().parent / "data" / "gpu_confirmed"
+
+
+@pytest.mark.parametrize("case", sorted(p.name for p in CONFIRMED.glob("*.py")))
+def test_gpu_confirmed_program_gets_exactly_its_finding(case):
+    # Every rule a user gets by default: the hazard is reported at its line, and nothing else,
+    # on each program (the correct ones give nothing).
+    config = Config(root=CONFIRMED)
+    found = check_paths([CONFIRMED / case], config, Selection.of(config)).findings
+    assert by_file(found, CONFIRMED) == _expected(CONFIRMED / case, CONFIRMED)
 
 
 def test_graphs_sharing_a_pool_keep_only_the_last_output(tmp_path):

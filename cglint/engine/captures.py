@@ -70,15 +70,22 @@ class Capture:
         return f"{self.kind.value} {self.helper}" if self.helper else self.kind.value
 
 
+# `a @ b` is remembered as a call of torch.matmul.
+MATMUL_KEY = "torch.matmul"
+
+
 def call_keys(call: cst.Call, scope: "Scope") -> set[str]:
-    """How a call is remembered: its qualified name, `.method`, and `tag.method` for tagged objects."""
+    """How a call is remembered: its qualified name, `.method`, `tag.method` for tagged
+    objects, and `tag.__call__` for a call of a tagged object (`self.proj(x)`, a module)."""
     qualified = scope.qualname(call.func)
     if qualified is not None:
         return {qualified}
+    callee = evaluate(call.func, scope).tag
+    keys = {f"{callee}.__call__"} if callee else set()
     method = call_method(call)
     if method is None:
-        return set()
-    keys = {f".{method[1]}"}
+        return keys
+    keys.add(f".{method[1]}")
     tag = evaluate(method[0], scope).tag
     if tag:
         keys.add(f"{tag}.{method[1]}")

@@ -330,7 +330,9 @@ class Engine:
     def note_parameter_call(self, function: FunctionInfo, param: str) -> None:
         self._param_calls.setdefault(function.key, set()).add(param)
 
-    def note_host_write(self, function: FunctionInfo, target: cst.BaseExpression, after_capture: bool, scope: Scope) -> None:
+    def note_host_write(
+        self, function: FunctionInfo, target: cst.BaseExpression, after_capture: bool, scope: Scope, statement: Optional[cst.CSTNode]
+    ) -> None:
         """Remember names and attributes assigned outside regions (state that may change between replays)."""
         if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Attribute):
             target = target.value  # `engine.opts["scale"] = s` changes what `self.opts` holds
@@ -343,7 +345,7 @@ class Engine:
         else:
             return
         for key in keys:
-            self._host_writes.setdefault(key, []).append((function, after_capture))
+            self._host_writes.setdefault(key, []).append((function, after_capture, statement))
 
     def note_host_call(self, caller: FunctionInfo, callees: list, call: cst.Call, env: dict, after_capture: bool) -> None:
         """Remember calls made outside regions: setters run between replays. A call the walk
@@ -354,7 +356,7 @@ class Engine:
 
     def note_mode_switch(self, function: FunctionInfo, after_capture: bool) -> None:
         """`model.eval()` / `model.train()` outside regions: `self.training` changes."""
-        self._host_writes.setdefault(attribute_key("training"), []).append((function, after_capture))
+        self._host_writes.setdefault(attribute_key("training"), []).append((function, after_capture, None))
 
     def note_capture_call(self, function: FunctionInfo) -> None:
         """`function` captures through a call (`capture_graph(model, x)`): its code before
@@ -367,20 +369,23 @@ class Engine:
         captures = self.captures_in(function) or function.key in self._capturing_callers
         return after_capture or (self.calls_replay(function) and not captures)
 
-    def changed_between_replays(self, key: tuple, reader: ModuleInfo) -> Optional[FunctionInfo]:
-        """The function that changes this name or attribute, read in `reader`, after a capture or around replay()."""
-        for function, after_capture in (w for k in _matching(self._host_writes, key) for w in self._host_writes[k]):
+    def changed_between_replays(self, key: tuple, reader: FunctionInfo, read: Optional[cst.CSTNode] = None) -> Optional[FunctionInfo]:
+        """The function that changes this name or attribute, read by `reader` (in statement
+        `read`), after a capture or around replay()."""
+        for function, after_capture, statement in (w for k in _matching(self._host_writes, key) for w in self._host_writes[k]):
             if key[0] == "name" and key[-1] in self.replay_selectors(function):
                 continue  # `bs = pad(n); graphs[bs].replay()`: it picks a graph, each keeps its own value
-            if self.between_replays(function, after_capture) and not self._separate_programs(function.module, reader):
+            if function is reader and statement is not None and read is not None and self.runs_before(function, statement, read):
+                continue  # set after one capture, before the next that reads it (triton's do_bench_cudagraph)
+            if self.between_replays(function, after_capture) and not self._separate_programs(function.module, reader.module):
                 return function
         return None
 
-    def changed_by_calls_between_replays(self, key: tuple, reader: ModuleInfo) -> Optional[FunctionInfo]:
+    def changed_by_calls_between_replays(self, key: tuple, reader: FunctionInfo) -> Optional[FunctionInfo]:
         """The function called between replays (a setter, `model.eval()`'s owner) that changes this state."""
         writes = self._writes_between_replays()
         return next((
-            f for k in _matching(writes, key) for f in writes[k] if not self._separate_programs(f.module, reader)
+            f for k in _matching(writes, key) for f in writes[k] if not self._separate_programs(f.module, reader.module)
         ), None)
 
     def _separate_programs(self, first: ModuleInfo, second: ModuleInfo) -> bool:
@@ -568,8 +573,17 @@ class Engine:
     def calls_replay(self, function: FunctionInfo) -> bool:
         return function.key in self._replayers
 
+    def runs_before(self, function: FunctionInfo, earlier: cst.CSTNode, later: cst.CSTNode) -> bool:
+        """Whether statement (or capture_begin() call) `earlier` runs before statement `later`
+        of `function`, with no loop around both to run it again after."""
+        index, _, loops, begins = self._statement_order(function)
+        first, second = index.get(id(earlier), begins.get(id(earlier))), index.get(id(later))
+        if first is None or second is None or first >= second:
+            return False
+        return not any(start <= first and second <= end for start, end in loops)
+
     def replay_follows(self, function: FunctionInfo, statement: Optional[cst.CSTNode]) -> bool:
-        index, replays, loops = self._statement_order(function)
+        index, replays, loops, _ = self._statement_order(function)
         position = index.get(id(statement)) if statement is not None else None
         if position is None:
             return False
@@ -582,6 +596,7 @@ class Engine:
         if key not in self._order:
             index: dict[int, int] = {}
             replays: list[int] = []
+            begins: dict[int, int] = {}  # capture_begin() calls: the statement holding each
             loops: list[tuple[int, int]] = []
             open_loops: list[tuple[cst.CSTNode, int]] = []
             nodes = function.body if not isinstance(function.node, cst.Module) else list(function.node.body)
@@ -591,12 +606,15 @@ class Engine:
                         index[id(node)] = len(index)
                         if isinstance(node, (cst.For, cst.While)):
                             open_loops.append((node, len(index) - 1))
-                    elif isinstance(node, cst.Call) and captures.capture_method(node) == "replay":
-                        replays.append(len(index) - 1)
+                    elif isinstance(node, cst.Call) and (method := captures.capture_method(node)) in ("replay", "begin"):
+                        if method == "replay":
+                            replays.append(len(index) - 1)
+                        else:
+                            begins[id(node)] = len(index) - 1
             for loop, start in open_loops:
                 end = max(index[id(n)] for n in descendants(loop) if id(n) in index) if any(id(n) in index for n in descendants(loop)) else start
                 loops.append((start, end))
-            self._order[key] = (index, replays, loops)
+            self._order[key] = (index, replays, loops, begins)
         return self._order[key]
 
     def _replay_candidates(self) -> list[FunctionInfo]:

@@ -73,17 +73,26 @@ class Context:
         by code seen running between replays, a counter stepped outside setup, or set by a
         method that is not configuration API (a mode switch; with `any_write`, any value, for
         a number baked into kernels)."""
-        return self._walker.engine.state.changing(expr, self._walker.scope, any_write)
+        return self._walker.engine.state.changing(expr, self._walker.scope, any_write, statement=self._walker.statement)
 
     def derived_state(self, name: cst.Name) -> Optional[str]:
         """Describe the local `name` if it was computed from host state that changes between
         replays (`lr = self.current_lr()`, which reads a step counter), whatever `name`'s kind."""
-        return self._walker.engine.state.derived(name, self._walker.scope, any_write=True)
+        return self._walker.engine.state.derived(name, self._walker.scope, any_write=True, statement=self._walker.statement)
 
     @property
     def captured_names(self) -> set[str]:
         """Locals a capture in this function read or wrote (for replay rules)."""
         return self._walker.engine.captured_names(self._walker.function)
+
+    def captured_earlier(self, name: str) -> bool:
+        """Whether a capture of this function that read or wrote the local `name` can have run
+        before the current statement; a capture that only comes after it takes the new value."""
+        engine, function, statement = self._walker.engine, self._walker.function, self._walker.statement
+        return any(
+            name in c.names and (statement is None or c.marker is None or not engine.runs_before(function, statement, c.marker))
+            for c in engine.captures_of(function)
+        )
 
     def captured_attribute(self, target: cst.BaseExpression) -> Optional[str]:
         """`obj.attr` if it names an attribute that a capture of obj's class read or wrote."""

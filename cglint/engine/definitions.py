@@ -270,10 +270,10 @@ def _self_writes(method: FunctionInfo) -> Iterator[AttrWrite]:
     for node in descendants(method.node.body):
         if isinstance(node, cst.Assign):
             for target in node.targets:
-                for leaf in assigned_names(target.target):
+                for leaf, value in _paired(target.target, node.value):
                     attr = _self_attr(leaf, self_name)
                     if attr:
-                        yield AttrWrite(attr, method, node.value, False, node)
+                        yield AttrWrite(attr, method, value, False, node)
         elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
             attr = _self_attr(node.target, self_name)
             if attr:
@@ -283,6 +283,21 @@ def _self_writes(method: FunctionInfo) -> Iterator[AttrWrite]:
             registered = _registered(node, self_name)
             if registered is not None:
                 yield AttrWrite(registered[0], method, registered[1], False, node)
+
+
+def _paired(target: cst.BaseExpression, value: cst.BaseExpression) -> Iterator[tuple[cst.BaseExpression, cst.BaseExpression]]:
+    """Each name or attribute a target binds, with the value it gets: `self.model, self.sampler
+    = model, sampler` gives `self.sampler` the value `sampler`, not the tuple (its class was
+    lost, and with it what the captured `self.sampler.draw()` runs)."""
+    if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List)):
+        if len(target.elements) == len(value.elements) and not any(
+            isinstance(e, cst.StarredElement) for e in (*target.elements, *value.elements)
+        ):
+            for element, item in zip(target.elements, value.elements):
+                yield from _paired(element.value, item.value)
+            return
+    for leaf in assigned_names(target):
+        yield leaf, value
 
 
 # `self.register_buffer("steps", torch.zeros(()))` sets `self.steps` to a tensor: a counter

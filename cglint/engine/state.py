@@ -79,9 +79,13 @@ class StateFacts:
         self.project = project
         self.engine = engine
 
-    def changing(self, expr: cst.BaseExpression, scope: "Scope", any_write: bool = False, depth: int = 0) -> Optional[str]:
+    def changing(
+        self, expr: cst.BaseExpression, scope: "Scope", any_write: bool = False, depth: int = 0, statement: Optional[cst.CSTNode] = None
+    ) -> Optional[str]:
+        """How the state `expr` reads (in `statement`, when known) changes between replays, or None."""
         keys = self._state_keys(expr, scope)
-        function = next((f for k in keys if (f := self.engine.changed_between_replays(k, scope.module)) is not None), None)
+        reader = scope.function
+        function = next((f for k in keys if (f := self.engine.changed_between_replays(k, reader, statement)) is not None), None)
         if function is not None:  # assigned after the capture or in the replay loop
             where = "the module" if function.qualname == "<module>" else f"{function.qualname}()"
             return f"`{code_of(expr)}` is changed between replays in {where}"
@@ -98,12 +102,16 @@ class StateFacts:
             if where:
                 return f"global `{expr.value}` {where}"
         # Changed by a function the replay loop calls: a setter, `model.eval()`, `anneal()`.
-        function = next((f for k in keys if (f := self.engine.changed_by_calls_between_replays(k, scope.module)) is not None), None)
+        function = next((f for k in keys if (f := self.engine.changed_by_calls_between_replays(k, reader)) is not None), None)
         if function is not None:
             return f"`{code_of(expr)}` is changed between replays by {function.qualname}()"
-        return self.derived(expr, scope, any_write, depth) if isinstance(expr, cst.Name) and expr.value in scope.env else None
+        if isinstance(expr, cst.Name) and expr.value in scope.env:
+            return self.derived(expr, scope, any_write, depth, statement)
+        return None
 
-    def derived(self, expr: cst.Name, scope: "Scope", any_write: bool = False, depth: int = 0) -> Optional[str]:
+    def derived(
+        self, expr: cst.Name, scope: "Scope", any_write: bool = False, depth: int = 0, statement: Optional[cst.CSTNode] = None
+    ) -> Optional[str]:
         """How the state a local was computed from changes between replays, or None:
         `lr = self.current_lr()` where the method reads `self.global_step`, which the replay
         loop steps (`frac = min(1, (step + 1) / n)` and `return base * frac`). Followed
@@ -116,7 +124,7 @@ class StateFacts:
                 if isinstance(read, cst.Name) and read.value in assigned and source_scope is not scope:
                     state = self.derived(read, source_scope, any_write, depth + 1)  # a local of the helper
                 elif evaluate(read, source_scope).kind == Kind.HOST:
-                    state = self.changing(read, source_scope, any_write, depth + 1)
+                    state = self.changing(read, source_scope, any_write, depth + 1, statement if source_scope is scope else None)
                 else:
                     continue
                 if state:

@@ -93,6 +93,11 @@ def join(a: Value, b: Value) -> Value:
         return b
     if b.const is PY_NONE:
         return a
+    # `fn = torch.compile(model, mode="reduce-overhead") if use_compile else model`: the
+    # hazards of the compiled function hold whenever compiling is on.
+    for compiled, other in ((a, b), (b, a)):
+        if compiled.tag == "compiled" and compiled.origin is not None and other.tag != "compiled":
+            return compiled
     if a.kind == b.kind:
         origin = a.origin if a.origin is b.origin else None
         targets = tuple(dict.fromkeys(a.targets + b.targets))

@@ -155,7 +155,7 @@ class Walker:
             targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
             for target in targets:
                 for leaf in assigned_names(target):
-                    self.engine.note_host_write(self.function, leaf, self.after_capture, self.scope)
+                    self.engine.note_host_write(self.function, leaf, self.after_capture, self.scope, self.statement)
         if isinstance(node, cst.Expr):
             self.expr(node.value)
         elif isinstance(node, cst.Assign):
@@ -258,7 +258,7 @@ class Walker:
     def note_loop_variable(self, node: cst.For) -> None:
         """A replay loop's variable changes between replays, like an assignment there."""
         for leaf in assigned_names(node.target):
-            self.engine.note_host_write(self.function, leaf, self.after_capture, self.scope)
+            self.engine.note_host_write(self.function, leaf, self.after_capture, self.scope, self.statement)
 
     def targets(self, target: cst.BaseExpression) -> None:
         """Walk the expressions inside an assignment target (`x[mask] = 0` indexes with `mask`)."""
@@ -377,6 +377,9 @@ class Walker:
                 self.note_read(current)  # type: ignore[arg-type]
             elif kind is cst.Yield and self.in_region and self.mode is Mode.DISCOVER:
                 self.engine.note_yield_in_region(self.function)
+            elif kind is cst.BinaryOperation and self.mode is Mode.REGION and self.in_region:
+                if type(current.operator) is cst.MatrixMultiply:  # type: ignore[attr-defined]
+                    self.job.capture.calls.add(captures.MATMUL_KEY)  # type: ignore[union-attr]
             if kind in SCOPES:
                 continue
             kids = list(children(current))
