@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--select", type=_codes, help="codes, prefixes or categories to report (comma-separated)")
     check.add_argument("--extend-select", type=_codes, default=[], help="add to the selection")
     check.add_argument("--ignore", type=_codes, default=[], help="codes, prefixes or categories not to report")
-    check.add_argument("--format", choices=("text", "concise", "json", "sarif", "github"), default=None, help="report format (default: text, or $CGLINT_OUTPUT_FORMAT)")
+    check.add_argument("--format", "--output-format", dest="format", choices=("text", "concise", "json", "sarif", "github"), default=None, help="report format (default: text, or $CGLINT_OUTPUT_FORMAT); --output-format is ruff's spelling")
     check.add_argument("--output-file", type=Path, help="write the report to this file")
     check.add_argument("--statistics", action="store_true", help="show counts per rule")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")

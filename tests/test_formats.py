@@ -108,6 +108,9 @@ def test_concise_statistics_and_output_file(fixtures, capsys):
     code, out, _ = run(["check", "--format", "concise", "--output-file", "out/report.txt", "fixtures/training_step"], capsys)
     assert code == 1 and out == ""
     assert (fixtures / "out/report.txt").read_text().splitlines()[: len(findings)] == findings
+    # ruff's spelling of the option, which its users type first
+    code, out, _ = run(["check", "--output-format", "concise", "fixtures/training_step"], capsys)
+    assert code == 1 and [line for line in out.splitlines() if line.startswith("fixtures/")] == findings
 
 
 @pytest.mark.parametrize(
