@@ -17,12 +17,11 @@ from typing import Callable, Iterable, Optional, Sequence
 
 import libcst as cst
 
-from cglint.engine import captures
+from cglint.engine import captures, programs
 from cglint.engine.blocks import Blocks
 from cglint.engine.captures import Capture, CaptureKind, TraceStep
 from cglint.engine.definitions import FunctionInfo, ModuleInfo
 from cglint.engine.phases import cached_on_first_use
-from cglint.engine import programs
 from cglint.engine.project import Project
 from cglint.engine.replay_writes import ANY_OWNER, attribute_key, attribute_write_keys, reachable, restored_state, writes_of
 from cglint.engine.scope import Scope, initial_env
@@ -394,7 +393,7 @@ class Engine:
     def _is_program(self, module: ModuleInfo) -> bool:
         """A script: a `__main__` guard, or top-level code that captures or replays."""
         body = module.body_function
-        return programs.has_main_guard(module) or self.captures_in(body) or self.calls_replay(body)
+        return programs.has_main_guard(self.project, module) or self.captures_in(body) or self.calls_replay(body)
 
     def _writes_between_replays(self) -> dict[tuple, list[FunctionInfo]]:
         """State keys (replay_writes.py) that functions called between replays change."""

@@ -271,11 +271,11 @@ def _self_writes(method: FunctionInfo) -> Iterator[AttrWrite]:
         if isinstance(node, cst.Assign):
             for target in node.targets:
                 for leaf, value in _paired(target.target, node.value):
-                    attr = _self_attr(leaf, self_name)
+                    attr = self_attr(leaf, self_name)
                     if attr:
                         yield AttrWrite(attr, method, value, False, node)
         elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
-            attr = _self_attr(node.target, self_name)
+            attr = self_attr(node.target, self_name)
             if attr:
                 augmented = isinstance(node, cst.AugAssign)
                 yield AttrWrite(attr, method, None if augmented else node.value, augmented, node)
@@ -318,7 +318,8 @@ def _registered(call: cst.Call, self_name: str) -> Optional[tuple[str, Optional[
     return name, args[1] if len(args) > 1 else None
 
 
-def _self_attr(target: cst.BaseExpression, self_name: str) -> Optional[str]:
+def self_attr(target: cst.BaseExpression, self_name: str) -> Optional[str]:
+    """`attr` for `self.attr`, where `self_name` is the method's first parameter."""
     if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name):
         if target.value.value == self_name:
             return target.attr.value

@@ -10,7 +10,7 @@ eval mode after its capture.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Optional
 
 if TYPE_CHECKING:
     from cglint.engine.definitions import ModuleInfo
@@ -19,17 +19,27 @@ if TYPE_CHECKING:
 _MAIN_GUARD = re.compile(r"""^if\s+(?:__name__\s*==\s*['"]__main__['"]|['"]__main__['"]\s*==\s*__name__)""", re.MULTILINE)
 
 
-def has_main_guard(module: "ModuleInfo") -> bool:
+# Following a script's imports outlines every module it reaches: past this many (a script
+# of a large package), the two are taken to share a program rather than outline the package.
+_MAX_IMPORTED = 200
+
+
+def has_main_guard(project: "Project", module: "ModuleInfo") -> bool:
     """`if __name__ == "__main__":` at its top level."""
-    return not module.is_package and _MAIN_GUARD.search(module.file.text) is not None
+    return project.cached(  # type: ignore[return-value]
+        ("main guard", module.name), lambda: not module.is_package and _MAIN_GUARD.search(module.file.text) is not None, False
+    )
 
 
-def imported(project: "Project", module: "ModuleInfo") -> frozenset[str]:
-    """The project modules `module` imports, directly or through other project modules."""
+def imported(project: "Project", module: "ModuleInfo") -> Optional[frozenset[str]]:
+    """The project modules `module` imports, directly or through other project modules;
+    None when they are too many to follow."""
 
-    def compute() -> frozenset[str]:
+    def compute() -> Optional[frozenset[str]]:
         seen, todo = {module.name}, [module]
         while todo:
+            if len(seen) > _MAX_IMPORTED:
+                return None
             current = todo.pop()
             for target in list(current.imports.values()) + current.star_imports:
                 found = project.module(target, near=current)
@@ -40,11 +50,12 @@ def imported(project: "Project", module: "ModuleInfo") -> frozenset[str]:
                     todo.append(found)
         return frozenset(seen)
 
-    return project.cached(("imported", module.name), compute, frozenset())  # type: ignore[return-value]
+    return project.cached(("imported", module.name), compute, None)  # type: ignore[return-value]
 
 
 def separate_programs(project: "Project", first: "ModuleInfo", second: "ModuleInfo", is_program: Callable[["ModuleInfo"], bool]) -> bool:
     """Two programs that never share a process: neither imports the other."""
     if first is second or first.name == second.name or not (is_program(first) and is_program(second)):
         return False
-    return second.name not in imported(project, first) and first.name not in imported(project, second)
+    reached = imported(project, first), imported(project, second)
+    return None not in reached and second.name not in reached[0] and first.name not in reached[1]  # type: ignore[operator]

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Iterator, Optional
 
 import libcst as cst
 
-from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo
+from cglint.engine.api import tables
+from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo, self_attr
 from cglint.engine.project import Project
 from cglint.engine.replay_writes import ANY_OWNER, attribute_key, initialised_once, restored_state
 from cglint.engine.syntax import assigned_names, code_of, descendants
@@ -271,10 +272,6 @@ class StateFacts:
 
 
 _RETURNED = "<return>"
-# Methods that grow or shrink a list or deque in place (a history, a queue). Item assignment
-# and dict methods do not count: on vLLM and SGLang they fill caches (compiled kernels, a
-# workspace per shape) on first use, which a replay finds filled.
-_MUTATORS = frozenset({"append", "appendleft", "extend", "insert", "pop", "popleft", "clear", "remove"})
 
 
 def _is_list(value: Optional[cst.BaseExpression]) -> bool:
@@ -285,16 +282,17 @@ def _is_list(value: Optional[cst.BaseExpression]) -> bool:
 
 
 def _mutates(method: FunctionInfo, attr: str) -> bool:
-    """Whether the method grows or shrinks the list `self.<attr>` in place."""
+    """Whether the method grows or shrinks the list `self.<attr>` in place (the container
+    methods of torch_api.toml: item assignment and dict methods, which on vLLM and SGLang fill
+    caches on first use, do not count)."""
     if not method.params or not isinstance(method.node, cst.FunctionDef):
         return False
-    me = method.params[0].name.value
-    for node in descendants(method.node):
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _MUTATORS:
-            owner = node.func.value
-            if isinstance(owner, cst.Attribute) and owner.attr.value == attr and isinstance(owner.value, cst.Name) and owner.value.value == me:
-                return True
-    return False
+    me, growing = method.params[0].name.value, tables().host_effect.container_methods
+    return any(
+        isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in growing
+        and self_attr(node.func.value, me) == attr
+        for node in descendants(method.node)
+    )
 
 
 def _assignments(function: FunctionInfo) -> dict[str, list[cst.BaseExpression]]:
