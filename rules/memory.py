@@ -9,7 +9,7 @@ from typing import Optional
 
 import libcst as cst
 
-from cglint.engine.captures import capture_method
+from cglint.engine.captures import capture_method, output_root
 from cglint.engine.syntax import calls_in, code_of, descendants, is_true, keyword, positional
 from cglint.engine.values import Kind
 from cglint.rule import CAPTURE, REPLAY, Hit, Rule
@@ -281,22 +281,10 @@ for bs in (32, 16, 8):
                 yield inner
 
 
-_ALIASING = ("view", "view_as", "reshape", "detach", "flatten", "squeeze", "unsqueeze", "transpose", "permute", "narrow", "expand", "t", "T", "unflatten", "as_strided")
-
-
 def _static_output(expr: cst.BaseExpression, outputs: set) -> Optional[str]:
     """The captured output `expr` still aliases: `y`, `y[:n]`, `y.view(...)`, `y.detach()`."""
-    while True:
-        if isinstance(expr, cst.Name):
-            return expr.value if expr.value in outputs else None
-        if isinstance(expr, cst.Subscript):
-            expr = expr.value
-        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _ALIASING:
-            expr = expr.func.value
-        elif isinstance(expr, cst.Attribute) and expr.attr.value in ("T", "mT", "data"):
-            expr = expr.value
-        else:
-            return None
+    root = output_root(expr)
+    return root.value if isinstance(root, cst.Name) and root.value in outputs else None
 
 
 class CaptureLoopOutputRebound(Rule):
@@ -428,10 +416,12 @@ class OutputKeptAcrossReplays(Rule):
     fix_hint = "Store a copy: `{name}.clone()` (or copy into your own buffer)."
     why = """A graph writes its outputs into the same memory on every replay. Appending the
     output tensor itself (or a view of it) to a list keeps a reference to that memory, not
-    to the values: after the loop all entries show the last replay's result."""
+    to the values: after the loop all entries show the last replay's result. The same holds
+    for a graph runner's output (`self.static_logits` bound in its capture, returned by its
+    `run()`), kept by code that calls the runner again."""
     fix_safety = "Safe: `.clone()` stores the values the code meant to keep."
     scope = REPLAY
-    nodes = (cst.Call, cst.Assign)
+    nodes = (cst.Call, cst.Assign, cst.ListComp)
     invalid = (
         '''
 import torch
@@ -446,6 +436,29 @@ for batch in loader:
     static_x.copy_(batch)
     g.replay()
     results.append(static_y)  # expect: CG955
+''',
+        '''
+import torch
+
+
+class GraphRunner:
+    def __init__(self, model, example):
+        self.static_x = example.clone()
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.static_logits = model(self.static_x)
+
+    def run(self, x):
+        self.static_x.copy_(x)
+        self.graph.replay()
+        return self.static_logits
+
+
+def evaluate(runner, batches):
+    logits = []
+    for x in batches:
+        logits.append(runner.run(x))  # expect: CG955
+    return logits
 ''',
     )
     valid = (
@@ -463,11 +476,40 @@ for batch in loader:
     g.replay()
     results.append(static_y.clone())
 ''',
+        '''
+import torch
+
+
+class GraphRunner:
+    def __init__(self, model, example):
+        self.static_x = example.clone()
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.static_logits = model(self.static_x)
+
+    def run(self, x):
+        self.static_x.copy_(x)
+        self.graph.replay()
+        return self.static_logits
+
+
+def evaluate(runner, batches):
+    logits, preds = [], []
+    for x in batches:
+        out = runner.run(x)
+        logits.append(out.clone())
+        preds.append(out.argmax(dim=-1))
+    return logits, preds
+''',
     )
 
     def check(self, node, ctx):
-        outputs = ctx.captured_outputs
-        if not outputs:
+        if isinstance(node, cst.ListComp):
+            # `[runner.run(x) for x in batches]`: each element is the runner's output, which the
+            # next element's call overwrites.
+            capture = ctx.runner_output(node.elt, node)
+            if capture is not None and not ctx.value(node.elt).is_host and _runs_again(node, ctx):
+                yield Hit(node, {"name": code_of(output_root(node.elt))}, capture=capture)
             return
         if isinstance(node, cst.Call):
             method = ctx.method(node)
@@ -478,8 +520,38 @@ for batch in loader:
             if not any(isinstance(t.target, cst.Subscript) for t in node.targets):
                 return
             stored = [node.value]
+        outputs, loop = ctx.captured_outputs, _loop(node, ctx)
         for value in stored:
+            if ctx.value(value).is_host:
+                continue
             name = _static_output(value, outputs)
-            if name is not None and not ctx.value(value).is_host and ctx.replay_follows():
+            if name is not None and ctx.replay_follows():
                 yield Hit(node, {"name": name}, capture=ctx.capture_using(name))
                 return
+            # A graph runner's output (`runner.static_y`, `runner.run(x)`) kept in a loop
+            # that runs the runner again.
+            source = _bound_value(value, loop, ctx) if isinstance(value, cst.Name) else value
+            capture = ctx.runner_output(source, loop) if source is not None and loop is not None else None
+            if capture is not None and _runs_again(loop, ctx):
+                yield Hit(node, {"name": code_of(output_root(source))}, capture=capture)
+                return
+
+
+def _bound_value(name: cst.Name, loop: cst.CSTNode, ctx) -> Optional[cst.BaseExpression]:
+    """What the nearest earlier statement of the loop assigned to `name` (`out = runner.run(x)`)."""
+    for stmt in ctx.before():
+        if not any(n is stmt for n in descendants(loop)):
+            return None
+        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+            if isinstance(small, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value == name.value for t in small.targets):
+                return small.value
+    return None
+
+
+def _runs_again(loop: cst.CSTNode, ctx) -> bool:
+    """Whether the loop replays: replay(), or a method of a graph runner."""
+    names = set(ctx.runner_methods())
+    return any(
+        isinstance(n, cst.Call) and (capture_method(n) == "replay" or (ctx.method(n) or (None, ""))[1] in names or ctx.runner_output(n, loop) is not None)
+        for n in descendants(loop)
+    )

@@ -57,8 +57,9 @@ class Capture:
     attrs: set = field(default_factory=set)
     # The function the site is written in (for captured callables too; None when configured).
     host: Optional[FunctionInfo] = None
-    # Local names the region binds.
+    # Local names the region binds, and `self.` attributes it assigns (static outputs).
     bound: set = field(default_factory=set)
+    outputs: set = field(default_factory=set)
     # Calls made anywhere in the region, callees included (see call_keys).
     calls: set = field(default_factory=set)
     # The helper's qualified name, for CaptureKind.HELPER.
@@ -68,6 +69,20 @@ class Capture:
     def region_kind(self) -> str:
         """The region's kind as reported in JSON: "torch.cuda.graph", "capture helper pkg.capture"..."""
         return f"{self.kind.value} {self.helper}" if self.helper else self.kind.value
+
+
+def output_root(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """What `expr` still shares memory with: `y` for `y[:n]`, `y.view(...)`, `y.detach()`, `y.T`."""
+    views = tables().memory.views
+    while True:
+        if isinstance(expr, cst.Subscript):
+            expr = expr.value
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in views:
+            expr = expr.func.value
+        elif isinstance(expr, cst.Attribute) and expr.attr.value in views:
+            expr = expr.value
+        else:
+            return expr
 
 
 # `a @ b` is remembered as a call of torch.matmul.

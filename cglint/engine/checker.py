@@ -106,6 +106,8 @@ class Engine:
         self._capturing_callers: set[int] = set()
         self._host_calls: list[tuple] = []  # (caller, callees or (call, env), after_capture)
         self._replay_writes: Optional[dict[tuple, list[FunctionInfo]]] = None  # _writes_between_replays
+        self._runner_methods: Optional[tuple] = None  # runner_methods
+        self._runner_callers: set = set()  # functions that call a runner's replaying method
         self._deferred: dict[int, tuple] = {}
         self._constructions: dict[int, list] = {}
         self._construction_search: set[int] = set()
@@ -366,7 +368,8 @@ class Engine:
         """Whether code of `function` runs between replays: after a capture in it, or in a
         function that replays a graph captured elsewhere."""
         captures = self.captures_in(function) or function.key in self._capturing_callers
-        return after_capture or (self.calls_replay(function) and not captures)
+        replays = self.calls_replay(function) or function.key in self._runner_callers
+        return after_capture or (replays and not captures)
 
     def changed_between_replays(self, key: tuple, reader: FunctionInfo, read: Optional[cst.CSTNode] = None) -> Optional[FunctionInfo]:
         """The function that changes this name or attribute, read by `reader` (in statement
@@ -564,6 +567,37 @@ class Engine:
     def captured_attrs(self, cls) -> set[str]:
         return set().union(*(c.attrs for c in self.captures_of_class(cls)))
 
+    def graph_outputs(self, cls) -> set[str]:
+        """`self.` attributes a capture of `cls` (or of its family) binds static outputs to."""
+        return set().union(*(c.outputs for c in self.captures_of_class(cls)))
+
+    def runner_methods(self) -> dict[str, list[FunctionInfo]]:
+        """Methods that replay a graph whose outputs their class keeps on `self`, by name
+        (`InferenceGraph.run`): each call overwrites the outputs the last call left there."""
+        state = (len(self._captures), len(self._replayers))
+        if self._runner_methods is None or self._runner_methods[0] != state:
+            found: dict[str, list[FunctionInfo]] = {}
+            for function in self._replayers.values():
+                if function.cls is not None and self.graph_outputs(function.cls):
+                    found.setdefault(function.name, []).append(function)
+            self._runner_methods = (state, found)
+        return self._runner_methods[1]
+
+    def returned_output(self, function: FunctionInfo) -> Optional[str]:
+        """The static output attribute a runner method returns (`return self.static_y`)."""
+        def find() -> Optional[str]:
+            outputs = self.graph_outputs(function.cls) if function.cls is not None and function.params else set()
+            this = function.params[0].name.value if outputs else None
+            for node in descendants(function.node):
+                if isinstance(node, cst.Return) and node.value is not None:
+                    values = [e.value for e in node.value.elements] if isinstance(node.value, cst.Tuple) else [node.value]
+                    for value in values:
+                        base = captures.output_root(value)
+                        if isinstance(base, cst.Attribute) and isinstance(base.value, cst.Name) and base.value.value == this and base.attr.value in outputs:
+                            return base.attr.value
+            return None
+        return self.project.cached(("returned_output", function.key), find, None)
+
     def captures_of_class(self, cls) -> list[Capture]:
         """Captures written in methods of `cls`, of its bases or of its subclasses."""
         family = set(map(id, self.project.mro(cls)))
@@ -629,6 +663,15 @@ class Engine:
         if self.capture_rules:
             found.update((c.host.key, c.host) for c in self._captures.values() if c.host is not None)
         found.update(self._replayers)
+        # Code that calls a runner's replaying method (`logits.append(runner.run(x))`) holds
+        # its replay loop even where the runner's class cannot be told (an untyped parameter).
+        names = set(self.runner_methods())
+        if names:
+            for module in self._modules:
+                for function in [module.body_function, *module.all_functions()]:
+                    if function.key not in found and self._called(function) & names:
+                        found[function.key] = function
+                        self._runner_callers.add(function.key)
         return list(found.values())
 
     # --- rules ---------------------------------------------------------------

@@ -11,7 +11,7 @@ from cglint.engine import captures
 from cglint.engine.captures import Capture, CaptureKind, capture_method
 from cglint.engine.definitions import ClassInfo, FunctionInfo
 from cglint.engine.scope import Scope
-from cglint.engine.syntax import call_method, descendants
+from cglint.engine.syntax import call_method, code_of, descendants
 from cglint.engine.values import Kind, Value, evaluate, host_reads, to_device
 
 if TYPE_CHECKING:
@@ -226,6 +226,45 @@ class Context:
         capture = self.capture
         return capture is not None and capture.kind is CaptureKind.COMPILED and captures.fullgraph(capture)
 
+    def runner_output(self, expr: cst.BaseExpression, within: Optional[cst.CSTNode]) -> Optional[Capture]:
+        """The capture whose static output `expr` shares memory with, where it comes from a
+        graph runner (a class whose capture binds `self.static_y` and one of whose methods
+        replays it): `runner.static_y`, `runner.run(x)` returning it, `runner(x)`. Where the
+        runner's class cannot be told (an untyped parameter), a replaying method of such a
+        class must be called on the same object in `within` (the replay loop)."""
+        engine, root = self._walker.engine, captures.output_root(expr)
+        if isinstance(root, cst.Attribute):
+            base, attr = root.value, root.attr.value
+            classes = self._instance_classes(base)
+            if not classes and self.value(base).kind is Kind.UNKNOWN and within is not None:
+                methods = [m for ms in engine.runner_methods().values() for m in ms if attr in engine.graph_outputs(m.cls)]
+                if _calls_method_on(within, base, {m.name for m in methods}):
+                    classes = [m.cls for m in methods]
+            owners = [c for c in classes if attr in engine.graph_outputs(c)]
+            return next((c for o in owners for c in engine.captures_of_class(o) if attr in c.outputs), None)
+        if isinstance(root, cst.Call):
+            func, methods = root.func, []
+            for target in self.value(func).targets:
+                if isinstance(target, FunctionInfo):
+                    methods.append(target)
+                elif isinstance(target, ClassInfo) and not self.value(func).is_class:
+                    methods.append(self._walker.engine.project.method(target, "__call__"))  # `runner(x)`
+            if not methods and isinstance(func, cst.Attribute) and self.value(func.value).kind is Kind.UNKNOWN:
+                methods = engine.runner_methods().get(func.attr.value, [])
+            for method in methods:
+                attr = engine.returned_output(method) if method is not None and method.cls is not None else None
+                if attr is not None:
+                    return next((c for c in engine.captures_of_class(method.cls) if attr in c.outputs), None)
+        return None
+
+    def runner_methods(self) -> dict[str, list[FunctionInfo]]:
+        """Replaying methods of graph runners, by name (Engine.runner_methods)."""
+        return self._walker.engine.runner_methods()
+
+    def _instance_classes(self, expr: cst.BaseExpression) -> list[ClassInfo]:
+        value = self.value(expr)
+        return [] if value.is_class else [t for t in value.targets if isinstance(t, ClassInfo)]
+
     def _replayed_captures(self) -> list:
         engine = self._walker.engine
         return engine.captures_of(self._walker.function) or engine.all_captures()
@@ -268,3 +307,12 @@ class Context:
         if same and job is not None and job.marker is not None and self._walker.in_region:
             return job.marker
         return None
+
+
+def _calls_method_on(within: cst.CSTNode, receiver: cst.BaseExpression, names: set[str]) -> bool:
+    """Whether `within` calls `<receiver>.<name>(...)` for one of `names`."""
+    text = code_of(receiver)
+    return any(
+        (method := call_method(n)) is not None and method[1] in names and code_of(method[0]) == text
+        for n in descendants(within) if isinstance(n, cst.Call)
+    )

@@ -162,6 +162,7 @@ class Walker:
             self.expr(node.value)
             for target in node.targets:
                 self.targets(target.target)
+                self.note_output(target.target)
             self.dispatch(node)
             value = evaluate(node.value, self.scope)
             for target in node.targets:
@@ -483,6 +484,16 @@ class Walker:
             self.capture.names.add(node.value)
         elif isinstance(node, cst.Attribute):
             self.note_attribute(node, written=False)
+
+    def note_output(self, target: cst.BaseExpression) -> None:
+        """`self.static_y = model(x)` or `self.outputs[bs] = ...` in a capture of this method:
+        the attribute holds the graph's static output, which every replay overwrites."""
+        if self.capture is None or self.capture.function is not self.function or self.scope.cls is None or not self.function.params:
+            return
+        for leaf in assigned_names(target):
+            base = leaf.value if isinstance(leaf, cst.Subscript) else leaf
+            if isinstance(base, cst.Attribute) and isinstance(base.value, cst.Name) and base.value.value == self.function.params[0].name.value:
+                self.capture.outputs.add(base.attr.value)
 
     def note_attribute(self, node: cst.Attribute, written: bool) -> None:
         if self.capture is not None and isinstance(node.value, cst.Name) and self.scope.cls is not None:
