@@ -10,7 +10,8 @@ from typing import Optional
 import libcst as cst
 
 from cglint.engine.captures import capture_method, output_root
-from cglint.engine.syntax import calls_in, code_of, descendants, is_true, keyword, positional
+from cglint.engine.definitions import FunctionInfo
+from cglint.engine.syntax import call_method, calls_in, code_of, descendants, is_true, keyword, positional
 from cglint.engine.values import Kind
 from cglint.rule import CAPTURE, REPLAY, Hit, Rule
 
@@ -513,9 +514,10 @@ def evaluate(runner, batches):
             return
         if isinstance(node, cst.Call):
             method = ctx.method(node)
-            if method is None or method[1] not in ("append", "extend", "insert", "appendleft"):
-                return
-            stored = [a.value for a in node.args]
+            if method is not None and method[1] in _STORES:
+                stored = [a.value for a in node.args]
+            else:
+                stored = _kept_arguments(node, ctx)  # `state.collect(out)`, which appends it to a list on self
         else:
             if not any(isinstance(t.target, cst.Subscript) for t in node.targets):
                 return
@@ -535,6 +537,38 @@ def evaluate(runner, batches):
             if capture is not None and _runs_again(loop, ctx):
                 yield Hit(node, {"name": code_of(output_root(source))}, capture=capture)
                 return
+
+
+_STORES = ("append", "extend", "insert", "appendleft")
+
+
+def _kept_arguments(call: cst.Call, ctx) -> list[cst.BaseExpression]:
+    """The arguments of a call to a project method that keeps them: it appends the parameter
+    to a list on `self` (`def collect(self, post): self.posteriors.append(post)`)."""
+    found = []
+    for function in ctx.value(call.func).targets:
+        if not isinstance(function, FunctionInfo) or not function.is_method or not function.params:
+            continue
+        kept = _kept_parameters(function)
+        params = [p.name.value for p in function.params[1:]]
+        for index, arg in enumerate(a for a in call.args if not a.star):
+            name = arg.keyword.value if arg.keyword is not None else params[index] if index < len(params) else None
+            if name in kept:
+                found.append(arg.value)
+    return found
+
+
+def _kept_parameters(function) -> set[str]:
+    this, params = function.params[0].name.value, {p.name.value for p in function.params[1:]}
+    kept = set()
+    for node in descendants(function.node):
+        method = call_method(node) if isinstance(node, cst.Call) else None
+        if method is None or method[1] not in _STORES:
+            continue
+        receiver = method[0]
+        if isinstance(receiver, cst.Attribute) and isinstance(receiver.value, cst.Name) and receiver.value.value == this:
+            kept.update(a.value.value for a in node.args if isinstance(a.value, cst.Name) and a.value.value in params)
+    return kept
 
 
 def _bound_value(name: cst.Name, loop: cst.CSTNode, ctx) -> Optional[cst.BaseExpression]:

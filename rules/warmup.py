@@ -11,7 +11,8 @@ from typing import Iterator
 import libcst as cst
 
 from cglint.engine.captures import CaptureKind, capture_method
-from cglint.engine.syntax import assigned_names, calls_in, code_of, decorator_callee, dotted_name, executed, reads
+from cglint.engine.definitions import FunctionInfo
+from cglint.engine.syntax import assigned_names, called_names, calls_in, code_of, decorator_callee, dotted_name, executed, reads
 from cglint.rule import CAPTURE, Hit, Rule
 
 
@@ -73,17 +74,27 @@ def _whole_story(entries: list[cst.Call], before: list, ctx) -> bool:
     return bool(entries)
 
 
-def _warmupcalls_in(entries: list[cst.Call], before: list) -> list[cst.Call]:
+def _warmupcalls_in(entries: list[cst.Call], before: list, ctx=None) -> list[cst.Call]:
     """Calls before the capture that run what it captures: the same callee, a helper given
     it (`warmup(model, x)`), or anything named like a warmup."""
     wanted = {code_of(c.func) for c in entries}
     wanted |= {code_of(c.func.value) for c in entries if isinstance(c.func, cst.Attribute)}
+    methods = {c.func.attr.value for c in entries if isinstance(c.func, cst.Attribute)}
     found = []
     for call in calls_in(before):
         func = code_of(call.func)
         if func in wanted or "warm" in func.lower() or any(code_of(a.value) in wanted for a in call.args):
             found.append(call)
+        elif ctx is not None and isinstance(call.func, cst.Attribute) and code_of(call.func.value) in wanted and _calls_any(call, methods, ctx):
+            found.append(call)  # `trainer.train_step(batch)`, which calls the captured `self.loss(...)`
     return found
+
+
+def _calls_any(call: cst.Call, names: set[str], ctx) -> bool:
+    """Whether the project method a call runs calls one of `names` (`self.loss(...)`)."""
+    return any(
+        isinstance(f, FunctionInfo) and not names.isdisjoint(called_names(f.node)) for f in ctx.value(call.func).targets
+    )
 
 
 def on_side_stream(call: cst.Call, function, ctx) -> bool:
@@ -200,7 +211,7 @@ def test_offsets_build_inside_a_capture():
         entries = _entries(capture, ctx)
         if not entries or any(_compiled(c, ctx) for c in entries):
             return  # nothing of the project to warm up, or a compiled call: CG908 says more
-        if _whole_story(entries, before, ctx) and not _warmupcalls_in(entries, before) and _initializes(capture, ctx):
+        if _whole_story(entries, before, ctx) and not _warmupcalls_in(entries, before, ctx) and _initializes(capture, ctx):
             yield Hit(node, {"call": code_of(entries[0])})
 
 
@@ -329,5 +340,5 @@ def main():
         before = ctx.site_before()
         entries = _entries(capture, ctx)
         compiled = [c for c in entries if _compiled(c, ctx)]
-        if compiled and _whole_story(entries, before, ctx) and not _warmupcalls_in(entries, before):
+        if compiled and _whole_story(entries, before, ctx) and not _warmupcalls_in(entries, before, ctx):
             yield compiled[0]

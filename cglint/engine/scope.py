@@ -224,9 +224,14 @@ def _class_level(cls: ClassInfo, attr: str) -> Optional[Value]:
 
 
 def _is_parameter(expr: cst.BaseExpression, method: FunctionInfo, setter: bool = False) -> bool:
-    """`expr` names a parameter of __init__ (or, with `setter`, of another method)."""
+    """`expr` names a parameter of __init__ (or, with `setter`, of another method, or a field
+    of one: `self.temperature = req.temperature` in a `configure(self, req)`)."""
     if (method.name == "__init__") == setter:
         return False
+    if setter:
+        while isinstance(expr, cst.Attribute):
+            expr = expr.value
+        return isinstance(expr, cst.Name) and expr.value in {p.name.value for p in method.params[1:]}
     return isinstance(expr, cst.Name) and expr.value in {p.name.value for p in method.params}
 
 

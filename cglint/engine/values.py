@@ -414,6 +414,8 @@ def _call_qualified(call: cst.Call, qualified: str, scope: "Scope") -> Value:
             wrapped = evaluate(positional(call)[0], scope)
             targets = wrapped.targets if wrapped.kind == Kind.OBJECT and not wrapped.is_class else ()
         return Value(Kind.OBJECT, tag=tag, targets=targets, origin=Origin(call, qualified, scope.function))
+    if qualified in t.values.copies and positional(call):
+        return evaluate(positional(call)[0], scope)
     definition = scope.project.resolve(qualified, scope.module)
     if isinstance(definition, ClassInfo):
         return Value(Kind.OBJECT, targets=(definition,), tag=scope.class_tag(definition))
@@ -446,7 +448,7 @@ def _call_qualified(call: cst.Call, qualified: str, scope: "Scope") -> Value:
             return UNKNOWN  # private helpers are no tensor ops we know
         if last in t.values.mask_ops:
             return Value(Kind.TENSOR, tag=MASK)
-        if last in t.values.data_size_ops and not (last == "where" and len(positional(call)) > 1):
+        if _sized_by_data(last, call, scope, method=False):
             return Value(Kind.TENSOR, data=True)
         if last[:1].isupper():
             return Value(Kind.OBJECT, tag="module" if qualified.startswith("torch.nn.") else "", qualname=qualified)
@@ -515,8 +517,26 @@ def _call_method(call: cst.Call, receiver: Value, name: str, scope: "Scope") -> 
     kind = Kind.CPU_TENSOR if receiver.kind == Kind.CPU_TENSOR else Kind.TENSOR
     if name in t.values.mask_ops:
         return Value(kind, receiver.random, MASK)
-    data = name in t.values.data_size_ops or (receiver.data and name not in t.values.reductions)
+    data = _sized_by_data(name, call, scope, method=True) or (receiver.data and name not in t.values.reductions)
     return Value(kind, receiver.random, data=data)
+
+
+def _sized_by_data(name: str, call: cst.Call, scope: "Scope", method: bool) -> bool:
+    """Whether an op of data_size_ops takes its output size from the data in this call:
+    `torch.where(cond)` does, `torch.where(cond, a, b)` and `x.where(cond, y)` select
+    elementwise; `repeat_interleave` does only with tensor repeats and no `output_size`
+    (Transformer Engine repeats its KV heads by a host int)."""
+    if name not in tables().values.data_size_ops:
+        return False
+    args = positional(call)
+    if name == "where":
+        return not method and len(args) <= 1
+    if name == "repeat_interleave":
+        if keyword(call, "output_size") is not None:
+            return False
+        repeats = keyword(call, "repeats") or (args[0] if method and args else args[1] if len(args) > 1 else None)
+        return repeats is None or not evaluate(repeats, scope).is_host
+    return True
 
 
 def to_device(call: cst.Call, scope: "Scope") -> Optional[str]:

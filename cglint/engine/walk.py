@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 import inspect
-from typing import TYPE_CHECKING, Iterable, Iterator, Optional
+from typing import TYPE_CHECKING, Iterable, Iterator, Optional, Union
 
 import libcst as cst
 
@@ -277,14 +277,29 @@ class Walker:
                 self.capture.bound.add(target.value)
         elif isinstance(target, (cst.Tuple, cst.List)):
             items = expr.elements if isinstance(expr, (cst.Tuple, cst.List)) else None
+            each = self.comprehension_element(expr) if isinstance(expr, (cst.GeneratorExp, cst.ListComp)) else None
             for index, element in enumerate(target.elements):
-                if items is not None and index < len(items) and not isinstance(element, cst.StarredElement):
+                if each is not None and not isinstance(element, cst.StarredElement):
+                    self.bind(element.value, each)
+                elif items is not None and index < len(items) and not isinstance(element, cst.StarredElement):
                     self.bind(element.value, evaluate(items[index].value, self.scope), items[index].value)
                 elif index < len(value.items) and not isinstance(element, cst.StarredElement):
                     self.bind(element.value, value.items[index])  # closures a factory returned
                 else:
                     # Unpacking a tensor-valued result (topk, a module returning a tuple) gives tensors.
                     self.bind(element.value, Value(value.kind) if value.is_tensor else UNKNOWN)
+
+    def comprehension_element(self, expr: Union[cst.GeneratorExp, cst.ListComp]) -> Value:
+        """`tokens, labels = (t.to(device) for t in batch)`: a tensor where the element
+        expression is one whatever its loop variables hold (they shadow the function's own
+        names: Transformer Engine reuses `x` for a data-sized tensor before such a list)."""
+        env = dict(self.scope.env)
+        comp: Optional[cst.CompFor] = expr.for_in
+        while comp is not None:
+            env.update((leaf.value, UNKNOWN) for leaf in assigned_names(comp.target) if isinstance(leaf, cst.Name))
+            comp = comp.inner_for_in
+        value = evaluate(expr.elt, Scope(self.engine.project, self.function, env))
+        return Value(value.kind) if value.is_tensor else UNKNOWN
 
     def element_of(self, iterable: cst.BaseExpression) -> Value:
         """The value of the loop variable of `for x in iterable`."""
