@@ -17,7 +17,7 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from cglint.engine.syntax import call_method, code_of, descendants, keyword, positional
+from cglint.engine.syntax import call_method, code_of, descendants, keyword, nearest_assignment, positional
 from cglint.engine.values import Kind
 from cglint.rule import COMPILED, REPLAY, Hit, Rule
 from cglint.rules.control_flow import HostStateCondition, TensorCondition
@@ -319,7 +319,6 @@ step = torch.compile(Decoder().cuda(), mode="reduce-overhead")
 
 # --- between calls ----------------------------------------------------------------
 
-_STORES = ("append", "extend", "insert", "add", "appendleft", "setdefault")
 _MARK_STEP = "torch.compiler.cudagraph_mark_step_begin"
 
 
@@ -385,14 +384,11 @@ def _base_name(expr: cst.BaseExpression) -> Optional[str]:
 def _binding(name: str, before: list, ctx):
     """The nearest earlier statement that binds `name`, with the compiled capture when its value
     comes from a call of a compiled function (`out = step(x)`, `out, cache = step(x, cache)`)."""
-    for stmt in before:
-        for small in getattr(stmt, "body", ()) if isinstance(stmt, cst.SimpleStatementLine) else ():
-            if isinstance(small, cst.Assign) and any(name in _target_names(t.target) for t in small.targets):
-                value = small.value
-                if isinstance(value, cst.Call) and ctx.compiled_capture(value) is not None:
-                    return stmt, ctx.compiled_capture(value)
-                return stmt, None
-    return None, None
+    found = nearest_assignment(name, before)
+    if found is None:
+        return None, None
+    statement, value = found
+    return statement, ctx.compiled_capture(value) if isinstance(value, cst.Call) else None
 
 
 def _target_names(target: cst.BaseExpression) -> set[str]:
@@ -512,7 +508,7 @@ def generate(model, tokens, steps):
     def _stored_in_loop(self, node: cst.Call, ctx):
         """`kept.append(out)` in a loop that calls the compiled function again."""
         method = call_method(node)
-        if method is None or method[1] not in _STORES or not node.args:
+        if method is None or method[1] not in ctx.api.memory.stores or not node.args:
             return
         stored = positional(node)[-1] if positional(node) else None
         if stored is None:

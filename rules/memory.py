@@ -9,10 +9,9 @@ from typing import Optional
 
 import libcst as cst
 
-from cglint.engine.captures import capture_method, output_root
-from cglint.engine.definitions import FunctionInfo
-from cglint.engine.syntax import call_method, calls_in, code_of, descendants, is_true, keyword, positional
-from cglint.engine.values import Kind
+from cglint.engine.captures import capture_method
+from cglint.engine.syntax import call_method, calls_in, code_of, descendants, is_true, keyword, nearest_assignment, positional
+from cglint.engine.values import Kind, output_root
 from cglint.rule import CAPTURE, REPLAY, Hit, Rule
 
 def _capture_call(node: cst.CSTNode) -> Optional[cst.Call]:
@@ -460,6 +459,10 @@ def evaluate(runner, batches):
     for x in batches:
         logits.append(runner.run(x))  # expect: CG955
     return logits
+
+
+def score(runner, batches):
+    return [runner.run(x) for x in batches]  # expect: CG955
 ''',
     )
     valid = (
@@ -514,7 +517,7 @@ def evaluate(runner, batches):
             return
         if isinstance(node, cst.Call):
             method = ctx.method(node)
-            if method is not None and method[1] in _STORES:
+            if method is not None and method[1] in ctx.api.memory.stores:
                 stored = [a.value for a in node.args]
             else:
                 stored = _kept_arguments(node, ctx)  # `state.collect(out)`, which appends it to a list on self
@@ -539,31 +542,22 @@ def evaluate(runner, batches):
                 return
 
 
-_STORES = ("append", "extend", "insert", "appendleft")
-
-
 def _kept_arguments(call: cst.Call, ctx) -> list[cst.BaseExpression]:
-    """The arguments of a call to a project method that keeps them: it appends the parameter
-    to a list on `self` (`def collect(self, post): self.posteriors.append(post)`)."""
-    found = []
-    for function in ctx.value(call.func).targets:
-        if not isinstance(function, FunctionInfo) or not function.is_method or not function.params:
-            continue
-        kept = _kept_parameters(function)
-        params = [p.name.value for p in function.params[1:]]
-        for index, arg in enumerate(a for a in call.args if not a.star):
-            name = arg.keyword.value if arg.keyword is not None else params[index] if index < len(params) else None
-            if name in kept:
-                found.append(arg.value)
-    return found
+    """The arguments of a call to a project method that keeps them: it stores the parameter
+    in a container on `self` (`def collect(self, post): self.posteriors.append(post)`)."""
+    return [expr for function, name, expr in ctx.call_arguments(call) if name in _kept_parameters(function, ctx)]
 
 
-def _kept_parameters(function) -> set[str]:
+def _kept_parameters(function, ctx) -> set[str]:
+    if not function.is_method or not function.params:
+        return set()
+    if function.outline is not None and function.outline.facts.called.isdisjoint(ctx.api.memory.stores):
+        return set()  # stores nothing: its body need not be parsed (every call of a replay loop asks)
     this, params = function.params[0].name.value, {p.name.value for p in function.params[1:]}
     kept = set()
     for node in descendants(function.node):
         method = call_method(node) if isinstance(node, cst.Call) else None
-        if method is None or method[1] not in _STORES:
+        if method is None or method[1] not in ctx.api.memory.stores:
             continue
         receiver = method[0]
         if isinstance(receiver, cst.Attribute) and isinstance(receiver.value, cst.Name) and receiver.value.value == this:
@@ -573,13 +567,8 @@ def _kept_parameters(function) -> set[str]:
 
 def _bound_value(name: cst.Name, loop: cst.CSTNode, ctx) -> Optional[cst.BaseExpression]:
     """What the nearest earlier statement of the loop assigned to `name` (`out = runner.run(x)`)."""
-    for stmt in ctx.before():
-        if not any(n is stmt for n in descendants(loop)):
-            return None
-        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
-            if isinstance(small, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value == name.value for t in small.targets):
-                return small.value
-    return None
+    found = nearest_assignment(name.value, ctx.before())
+    return found[1] if found is not None and any(n is found[0] for n in descendants(loop)) else None
 
 
 def _runs_again(loop: cst.CSTNode, ctx) -> bool:

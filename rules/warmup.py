@@ -74,9 +74,10 @@ def _whole_story(entries: list[cst.Call], before: list, ctx) -> bool:
     return bool(entries)
 
 
-def _warmupcalls_in(entries: list[cst.Call], before: list, ctx=None) -> list[cst.Call]:
-    """Calls before the capture that run what it captures: the same callee, a helper given
-    it (`warmup(model, x)`), or anything named like a warmup."""
+def _warmupcalls_in(entries: list[cst.Call], before: list, ctx) -> list[cst.Call]:
+    """Calls before the capture that run what it captures: the same callee, another method of
+    the same object that calls it, a helper given it (`warmup(model, x)`), or anything named
+    like a warmup."""
     wanted = {code_of(c.func) for c in entries}
     wanted |= {code_of(c.func.value) for c in entries if isinstance(c.func, cst.Attribute)}
     methods = {c.func.attr.value for c in entries if isinstance(c.func, cst.Attribute)}
@@ -85,7 +86,7 @@ def _warmupcalls_in(entries: list[cst.Call], before: list, ctx=None) -> list[cst
         func = code_of(call.func)
         if func in wanted or "warm" in func.lower() or any(code_of(a.value) in wanted for a in call.args):
             found.append(call)
-        elif ctx is not None and isinstance(call.func, cst.Attribute) and code_of(call.func.value) in wanted and _calls_any(call, methods, ctx):
+        elif isinstance(call.func, cst.Attribute) and code_of(call.func.value) in wanted and _calls_any(call, methods, ctx):
             found.append(call)  # `trainer.train_step(batch)`, which calls the captured `self.loss(...)`
     return found
 
@@ -190,6 +191,38 @@ def main():
         '''
 import torch
 
+
+class Trainer:
+    def __init__(self):
+        self.model = torch.nn.Linear(64, 1).cuda()
+
+    def loss(self, x):
+        return self.model(x).square().mean()
+
+    def train_step(self, x):
+        loss = self.loss(x)
+        loss.backward()
+        return loss
+
+
+def main():
+    trainer = Trainer()
+    static_x = torch.randn(32, 64, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            trainer.train_step(static_x)  # runs the captured `loss()`: a warmup
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        loss = trainer.loss(static_x)
+        loss.backward()
+    g.replay()
+''',
+        '''
+import torch
+
 def ragged_offsets(batch, length, device):
     return torch.arange(0, (batch + 1) * length, length, dtype=torch.int32, device=device)
 
@@ -279,7 +312,7 @@ def main():
             return
         before = ctx.site_before()
         entries = _entries(capture, ctx)
-        warm = _warmupcalls_in(entries, before)
+        warm = _warmupcalls_in(entries, before, ctx)
         wanted = {code_of(c.func) for c in entries}
         direct = [c for c in warm if code_of(c.func) in wanted]
         # Warmup through a helper (`warmup(model, x)`) may use a side stream: only direct calls count.

@@ -170,3 +170,30 @@ def test_host_state_changed_between_replays_freezes_branches():
         g.replay()
     """
     assert found(source, select=["control-flow"]) == {("CG202", 14), ("CG202", 16), ("CG202", 22)}
+
+
+def test_ops_sized_by_data_only_where_the_size_depends_on_it():
+    # Transformer Engine repeats its KV heads by a host int and then views the result: on an
+    # H200 `k.repeat_interleave(2, dim=2)`, `torch.where(c, a, b)` and `a.where(c, b)` captured
+    # and replayed like eager, while tensor repeats and one-argument `torch.where(c)` failed.
+    source = """
+    import torch
+
+    def attend(q, k, v, keep, repeats):
+        n_rep = q.shape[2] // k.shape[2]
+        k = k.repeat_interleave(n_rep, dim=2)
+        v = v.repeat_interleave(repeats=n_rep, dim=2)
+        k = k.view(k.size(0), k.size(1) * k.size(2), -1)
+        v = torch.where(keep, v, torch.zeros_like(v)).where(keep, 0.0)
+        ragged = k.repeat_interleave(repeats, dim=1)
+        rows = torch.where(keep)[0]
+        return q @ k.transpose(-1, -2), v, ragged, rows
+
+    q, k, v = (torch.randn(2, 16, 8, 64, device="cuda") for _ in range(3))
+    keep = torch.rand(2, 16, 8, 64, device="cuda") > 0.1
+    repeats = torch.ones(16, dtype=torch.long, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = attend(q, k, v, keep, repeats)
+    """
+    assert found(source, select=(*CORE, "dynamic-shape")) == {("CG108", 9), ("CG105", 10)}

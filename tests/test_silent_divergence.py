@@ -5,6 +5,7 @@ another module, an offset that advances, a loop bound set by a method. Every mar
 reported and nothing else; the clean program keeps its state in a device tensor."""
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -129,3 +130,17 @@ def test_closure_variable_set_through_nonlocal_between_replays(tmp_path):
     config = Config(root=tmp_path)
     found = check_paths([tmp_path], config, Selection.of(config, select=SELECT)).findings
     assert by_file(found, tmp_path) == {("sampling.py", "CG601", 13)}
+
+
+def test_a_runner_call_matched_by_name_keeps_its_writes_to_its_own_script(tmp_path):
+    # A call spelled like a graph runner's replaying method (`engine.run(...)`) is matched by
+    # name to find kept outputs. That match is too loose to make the caller a replay loop
+    # whose writes change state: checked as one tree, the serving fixture's `main()`, which
+    # sets `Decoder().cuda().eval()` before it captures, was taken to change `self.training`
+    # between replays of the training fixture's classifier graph.
+    fixtures = Path(__file__).resolve().parent.parent / "fixtures"
+    for name in ("serving_streams", "training_step"):
+        shutil.copytree(fixtures / name, tmp_path / name)
+    config = Config(root=tmp_path)
+    found = check_paths([tmp_path], config, Selection.of(config, select=("CG601",))).findings
+    assert {(path, code) for path, code, _ in by_file(found, tmp_path)} == {("serving_streams/server/model.py", "CG601")}

@@ -71,20 +71,6 @@ class Capture:
         return f"{self.kind.value} {self.helper}" if self.helper else self.kind.value
 
 
-def output_root(expr: cst.BaseExpression) -> cst.BaseExpression:
-    """What `expr` still shares memory with: `y` for `y[:n]`, `y.view(...)`, `y.detach()`, `y.T`."""
-    views = tables().memory.views
-    while True:
-        if isinstance(expr, cst.Subscript):
-            expr = expr.value
-        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in views:
-            expr = expr.func.value
-        elif isinstance(expr, cst.Attribute) and expr.attr.value in views:
-            expr = expr.value
-        else:
-            return expr
-
-
 # `a @ b` is remembered as a call of torch.matmul.
 MATMUL_KEY = "torch.matmul"
 

@@ -20,14 +20,14 @@ import libcst as cst
 from cglint.engine import captures, programs
 from cglint.engine.blocks import Blocks
 from cglint.engine.captures import Capture, CaptureKind, TraceStep
-from cglint.engine.definitions import FunctionInfo, ModuleInfo
+from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo
 from cglint.engine.phases import cached_on_first_use
 from cglint.engine.project import Project
 from cglint.engine.replay_writes import ANY_OWNER, attribute_key, attribute_write_keys, reachable, restored_state, writes_of
 from cglint.engine.scope import Scope, initial_env
 from cglint.engine.state import StateFacts
-from cglint.engine.syntax import call_method, called_names, code_of, decorator_callee, descendants, dotted_name, identifiers
-from cglint.engine.values import TENSOR, Kind, Value, evaluate
+from cglint.engine.syntax import call_method, called_names, callee_name, code_of, decorator_callee, descendants, dotted_name, identifiers
+from cglint.engine.values import TENSOR, Kind, Value, evaluate, output_root
 from cglint.engine.walk import Mode, Walker
 from cglint.rule import CAPTURE, REGION, REPLAY, Hit, Rule, applies
 
@@ -106,8 +106,7 @@ class Engine:
         self._capturing_callers: set[int] = set()
         self._host_calls: list[tuple] = []  # (caller, callees or (call, env), after_capture)
         self._replay_writes: Optional[dict[tuple, list[FunctionInfo]]] = None  # _writes_between_replays
-        self._runner_methods: Optional[tuple] = None  # runner_methods
-        self._runner_callers: set = set()  # functions that call a runner's replaying method
+        self._runners: Optional[tuple] = None  # (state, runner_methods, runner callers' keys)
         self._deferred: dict[int, tuple] = {}
         self._constructions: dict[int, list] = {}
         self._construction_search: set[int] = set()
@@ -162,7 +161,12 @@ class Engine:
         """What the function calls or is decorated with, by last name. Every capture form is
         a call (`torch.cuda.graph(g)`, `g.replay()`, `helper()`), and torch's own code says
         `graph` everywhere without calling it (`gm.graph`): names alone would walk it all."""
-        return function.outline.facts.called if function.outline is not None else called_names(function.node)
+        if function.outline is not None:
+            return function.outline.facts.called
+        statements = function.module.statements if function.qualname == "<module>" else None
+        if statements is not None:
+            return statements.walked_calls  # without parsing the module's code
+        return called_names(function.node)
 
     def defer(self, function: FunctionInfo, env: dict[str, Value]) -> None:
         self._deferred.setdefault(function.key, (function, env))
@@ -230,8 +234,7 @@ class Engine:
         # replay() or a capture helper; torch's capturing modules have ~60 statements of it
         # each (imports, registrations), a third of discovery there. Asked again once helpers
         # are known (their names are then among the names called).
-        statements = module.statements
-        if statements is None or not statements.walked_calls.isdisjoint(self._capture_names(module)):
+        if module.statements is None or not self._called(module.body_function).isdisjoint(self._capture_names(module)):
             self.discover(module.body_function, {})
         for function in module.all_functions():
             # Walking a function costs far more than looking at its calls: only functions that
@@ -367,9 +370,19 @@ class Engine:
     def between_replays(self, function: FunctionInfo, after_capture: bool) -> bool:
         """Whether code of `function` runs between replays: after a capture in it, or in a
         function that replays a graph captured elsewhere."""
-        captures = self.captures_in(function) or function.key in self._capturing_callers
-        replays = self.calls_replay(function) or function.key in self._runner_callers
-        return after_capture or (replays and not captures)
+        return after_capture or (self.calls_replay(function) and not self._captures_here(function))
+
+    def runs_replay_rules(self, function: FunctionInfo, after_capture: bool) -> bool:
+        """Where rules about code between replays look: code between replays, and code that
+        calls a graph runner's replaying method (`logits.append(runner.run(x))`). The second
+        is matched by name where the runner's class is unknown, too loose to count its writes
+        as changing state between replays: a `main()` of another script would reach them."""
+        if self.between_replays(function, after_capture):
+            return True
+        return function.key in self._runners_known()[1] and not self._captures_here(function)
+
+    def _captures_here(self, function: FunctionInfo) -> bool:
+        return self.captures_in(function) or function.key in self._capturing_callers
 
     def changed_between_replays(self, key: tuple, reader: FunctionInfo, read: Optional[cst.CSTNode] = None) -> Optional[FunctionInfo]:
         """The function that changes this name or attribute, read by `reader` (in statement
@@ -429,7 +442,7 @@ class Engine:
                 continue
             if isinstance(callees, tuple):
                 call, env = callees
-                if named is not None and _called_name(call) not in (named, None):
+                if named is not None and callee_name(call.func) not in (named, None):
                     continue
                 callees = evaluate(call.func, Scope(self.project, caller, env)).targets
             for function in callees:
@@ -574,14 +587,30 @@ class Engine:
     def runner_methods(self) -> dict[str, list[FunctionInfo]]:
         """Methods that replay a graph whose outputs their class keeps on `self`, by name
         (`InferenceGraph.run`): each call overwrites the outputs the last call left there."""
+        return self._runners_known()[0]
+
+    def _runners_known(self) -> tuple[dict[str, list[FunctionInfo]], set[int]]:
+        """runner_methods, and the functions of the capturing modules that call one of them:
+        they hold a replay loop even where the runner's class cannot be told (`runner.run(x)`
+        on an untyped parameter). Asked again when captures or replayers were added."""
         state = (len(self._captures), len(self._replayers))
-        if self._runner_methods is None or self._runner_methods[0] != state:
-            found: dict[str, list[FunctionInfo]] = {}
+        if self._runners is None or self._runners[0] != state:
+            methods: dict[str, list[FunctionInfo]] = {}
             for function in self._replayers.values():
                 if function.cls is not None and self.graph_outputs(function.cls):
-                    found.setdefault(function.name, []).append(function)
-            self._runner_methods = (state, found)
-        return self._runner_methods[1]
+                    methods.setdefault(function.name, []).append(function)
+            callers = {
+                function.key
+                for module in (self._modules if methods else ())
+                for function in [module.body_function, *module.all_functions()]
+                if not self._called(function).isdisjoint(methods)
+            }
+            self._runners = (state, methods, callers)
+        return self._runners[1], self._runners[2]
+
+    def output_capture(self, cls: ClassInfo, attr: str) -> Optional[Capture]:
+        """The capture of `cls` (or of its family) that binds its static output to `self.<attr>`."""
+        return next((c for c in self.captures_of_class(cls) if attr in c.outputs), None)
 
     def returned_output(self, function: FunctionInfo) -> Optional[str]:
         """The static output attribute a runner method returns (`return self.static_y`)."""
@@ -592,7 +621,7 @@ class Engine:
                 if isinstance(node, cst.Return) and node.value is not None:
                     values = [e.value for e in node.value.elements] if isinstance(node.value, cst.Tuple) else [node.value]
                     for value in values:
-                        base = captures.output_root(value)
+                        base = output_root(value)
                         if isinstance(base, cst.Attribute) and isinstance(base.value, cst.Name) and base.value.value == this and base.attr.value in outputs:
                             return base.attr.value
             return None
@@ -663,15 +692,9 @@ class Engine:
         if self.capture_rules:
             found.update((c.host.key, c.host) for c in self._captures.values() if c.host is not None)
         found.update(self._replayers)
-        # Code that calls a runner's replaying method (`logits.append(runner.run(x))`) holds
-        # its replay loop even where the runner's class cannot be told (an untyped parameter).
-        names = set(self.runner_methods())
-        if names:
-            for module in self._modules:
-                for function in [module.body_function, *module.all_functions()]:
-                    if function.key not in found and self._called(function) & names:
-                        found[function.key] = function
-                        self._runner_callers.add(function.key)
+        callers = self._runners_known()[1]
+        for module in self._modules if callers else ():
+            found.update((f.key, f) for f in [module.body_function, *module.all_functions()] if f.key in callers)
         return list(found.values())
 
     # --- rules ---------------------------------------------------------------
@@ -755,13 +778,3 @@ def _job_key(function: FunctionInfo, args: dict[str, Value], at_call: bool = Fal
     ))
     return ("call", function.key, signature, at_call)
 
-
-def _called_name(call: cst.Call) -> Optional[str]:
-    """The name a call is spelled with (`set_scale` in `model.head.set_scale(2)`), or None
-    (`fns[i]()`). A function called through a variable of another name is not matched."""
-    func = call.func
-    if isinstance(func, cst.Name):
-        return func.value
-    if isinstance(func, cst.Attribute):
-        return func.attr.value
-    return None

@@ -12,7 +12,7 @@ from cglint.engine.captures import Capture, CaptureKind, capture_method
 from cglint.engine.definitions import ClassInfo, FunctionInfo
 from cglint.engine.scope import Scope
 from cglint.engine.syntax import call_method, code_of, descendants
-from cglint.engine.values import Kind, Value, evaluate, host_reads, to_device
+from cglint.engine.values import Kind, Value, evaluate, host_reads, output_root, to_device
 
 if TYPE_CHECKING:
     from cglint.engine.walk import Walker
@@ -232,7 +232,7 @@ class Context:
         replays it): `runner.static_y`, `runner.run(x)` returning it, `runner(x)`. Where the
         runner's class cannot be told (an untyped parameter), a replaying method of such a
         class must be called on the same object in `within` (the replay loop)."""
-        engine, root = self._walker.engine, captures.output_root(expr)
+        engine, root = self._walker.engine, output_root(expr)
         if isinstance(root, cst.Attribute):
             base, attr = root.value, root.attr.value
             classes = self._instance_classes(base)
@@ -240,22 +240,22 @@ class Context:
                 methods = [m for ms in engine.runner_methods().values() for m in ms if attr in engine.graph_outputs(m.cls)]
                 if _calls_method_on(within, base, {m.name for m in methods}):
                     classes = [m.cls for m in methods]
-            owners = [c for c in classes if attr in engine.graph_outputs(c)]
-            return next((c for o in owners for c in engine.captures_of_class(o) if attr in c.outputs), None)
+            return next((c for cls in classes if (c := engine.output_capture(cls, attr)) is not None), None)
         if isinstance(root, cst.Call):
-            func, methods = root.func, []
-            for target in self.value(func).targets:
-                if isinstance(target, FunctionInfo):
-                    methods.append(target)
-                elif isinstance(target, ClassInfo) and not self.value(func).is_class:
-                    methods.append(self._walker.engine.project.method(target, "__call__"))  # `runner(x)`
-            if not methods and isinstance(func, cst.Attribute) and self.value(func.value).kind is Kind.UNKNOWN:
-                methods = engine.runner_methods().get(func.attr.value, [])
+            methods = [function for function, _ in self._walker.callees(root)]
+            if not methods and isinstance(root.func, cst.Attribute) and self.value(root.func.value).kind is Kind.UNKNOWN:
+                methods = engine.runner_methods().get(root.func.attr.value, [])
             for method in methods:
-                attr = engine.returned_output(method) if method is not None and method.cls is not None else None
+                attr = engine.returned_output(method) if method.cls is not None else None
                 if attr is not None:
-                    return next((c for c in engine.captures_of_class(method.cls) if attr in c.outputs), None)
+                    return engine.output_capture(method.cls, attr)
         return None
+
+    def call_arguments(self, call: cst.Call) -> Iterator[tuple[FunctionInfo, str, cst.BaseExpression]]:
+        """Each project function the call runs, with the parameter each argument binds."""
+        for function, bound in self._walker.callees(call):
+            for name, expr in self._walker.arguments(function, call, bound):
+                yield function, name, expr
 
     def runner_methods(self) -> dict[str, list[FunctionInfo]]:
         """Replaying methods of graph runners, by name (Engine.runner_methods)."""

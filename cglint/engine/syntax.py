@@ -175,6 +175,18 @@ def assigned_names(target: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
         yield target
 
 
+def nearest_assignment(name: str, statements) -> Optional[tuple[cst.SimpleStatementLine, cst.BaseExpression]]:
+    """The first of `statements` (nearest first) with an assignment that binds the local
+    `name` (`out = f(x)`, `out, cache = f(x)`), and the value assigned."""
+    for stmt in statements:
+        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+            if isinstance(small, cst.Assign) and any(
+                isinstance(leaf, cst.Name) and leaf.value == name for t in small.targets for leaf in assigned_names(t.target)
+            ):
+                return stmt, small.value
+    return None
+
+
 def identifiers(node: cst.CSTNode) -> frozenset:
     """Every name and attribute name used anywhere below `node`, nested definitions included."""
     found = set()
@@ -193,6 +205,13 @@ def decorator_callee(decorator: cst.Decorator) -> cst.BaseExpression:
     return expr.func if isinstance(expr, cst.Call) else expr
 
 
+def callee_name(func: cst.BaseExpression) -> Optional[str]:
+    """The name a call is spelled with: `set_scale` for `model.head.set_scale`, None for `fns[i]`."""
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return func.value if isinstance(func, cst.Name) else None
+
+
 def called_names(node: cst.CSTNode) -> frozenset:
     """The last name of everything called or used as a decorator below `node`, nested
     definitions included (`graph` for `torch.cuda.graph(g)`)."""
@@ -201,10 +220,9 @@ def called_names(node: cst.CSTNode) -> frozenset:
     while stack:
         current = stack.pop()
         if isinstance(current, (cst.Call, cst.Decorator)):
-            target = current.func if isinstance(current, cst.Call) else decorator_callee(current)
-            found.add(target.attr.value if isinstance(target, cst.Attribute) else getattr(target, "value", ""))
+            found.add(callee_name(current.func if isinstance(current, cst.Call) else decorator_callee(current)))
         stack.extend(children(current))
-    return frozenset(n for n in found if isinstance(n, str))
+    return frozenset(n for n in found if n is not None)
 
 
 def calls_in(statements) -> Iterator[cst.Call]:

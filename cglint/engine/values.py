@@ -331,6 +331,20 @@ def host_reads(expr: cst.BaseExpression, scope: "Scope") -> Iterator[cst.BaseExp
     return (read for read in reads(expr, opens) if not evaluate(read, scope).is_tensor)
 
 
+def output_root(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """What `expr` still shares memory with: `y` for `y[:n]`, `y.view(...)`, `y.detach()`, `y.T`."""
+    views = tables().memory.views
+    while True:
+        if isinstance(expr, cst.Subscript):
+            expr = expr.value
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in views:
+            expr = expr.func.value
+        elif isinstance(expr, cst.Attribute) and expr.attr.value in views:
+            expr = expr.value
+        else:
+            return expr
+
+
 def _attribute(expr: cst.Attribute, scope: "Scope") -> Value:
     qualified = scope.qualname(expr)
     if qualified is not None:

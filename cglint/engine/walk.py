@@ -588,5 +588,5 @@ class Walker:
         if self.mode is Mode.REPLAY and not self.in_region:
             # Between replays: after a capture in this function, or anywhere in a
             # function that replays a graph captured elsewhere (a runner's __call__).
-            if self.engine.between_replays(self.function, self.after_capture):
+            if self.engine.runs_replay_rules(self.function, self.after_capture):
                 self.engine.run_rules(self.engine.replay_rules, node, self)
