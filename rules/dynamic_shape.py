@@ -55,17 +55,18 @@ def changing_number(read: cst.BaseExpression, ctx):
     at start-up (`def init(tp): global TP; TP = tp`); it counts when it is updated
     (`+=`) or changed in the replay loop."""
     kind = ctx.value(read).kind
-    if kind == Kind.UNKNOWN and isinstance(read, cst.Name) and ctx.is_local(read.value):
+    local = read.value if isinstance(read, cst.Subscript) else read  # `opts["scale"]` of a local `opts`
+    if kind == Kind.UNKNOWN and isinstance(local, cst.Name) and ctx.is_local(local.value):
         # A local of unknown kind counts only through what it was computed from: `lr =
         # self.current_lr()` (project functions' results have no kind of their own).
-        state = ctx.derived_state(read)
+        state = ctx.derived_state(local)
     elif kind != Kind.HOST and not (kind == Kind.UNKNOWN and _closure_cell(read, ctx)):
         return None
     else:
         state = ctx.changing_state(read, any_write=True)
     if not state:
         return None
-    if isinstance(read, cst.Name) and not ctx.is_local(read.value) and "is reassigned in" in state:
+    if isinstance(local, cst.Name) and not ctx.is_local(local.value) and "is reassigned in" in state:
         return None
     prefix = f"`{code_of(read)}` "
     text = state.split(prefix, 1)[-1] if prefix in state else state

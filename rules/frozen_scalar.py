@@ -103,6 +103,29 @@ for step in range(100):
     scale = 0.99 ** step
     g.replay()
 ''',
+        '''
+import torch
+
+class Guided(torch.nn.Module):
+    def __init__(self, steps: int):
+        super().__init__()
+        self.steps = steps
+        self.step_index = 0
+
+    @property
+    def guidance(self):
+        return 7.5 - 6.0 * self.step_index / self.steps
+
+    def forward(self, cond, uncond):
+        return uncond + self.guidance * (cond - uncond)  # expect: CG601
+
+model = Guided(50)
+with torch.cuda.graph(g):
+    static_eps = model(static_cond, static_uncond)
+for i in range(50):
+    model.step_index = i
+    g.replay()
+''',
     )
     valid = (
         '''
@@ -137,6 +160,21 @@ norm = Norm()
 with torch.cuda.graph(g):
     static_y = norm(static_x)
 for step in range(10):
+    g.replay()
+''',
+        '''
+import torch
+
+HPARAMS = {"clip": 0.2, "ent_coef": 0.01}
+
+def policy_loss(ratio, adv):
+    clip = HPARAMS["clip"]
+    return -torch.min(ratio * adv, ratio.clamp(1 - clip, 1 + clip) * adv).mean()
+
+with torch.cuda.graph(g):
+    static_loss = policy_loss(static_ratio, static_adv)
+for update in range(100):
+    HPARAMS["ent_coef"] = 0.01 * (1 - update / 100)  # another entry: the captured clip stays right
     g.replay()
 ''',
     )

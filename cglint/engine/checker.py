@@ -23,10 +23,10 @@ from cglint.engine.captures import Capture, CaptureKind, TraceStep
 from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo
 from cglint.engine.phases import cached_on_first_use
 from cglint.engine.project import Project
-from cglint.engine.replay_writes import ANY_OWNER, attribute_key, attribute_write_keys, reachable, restored_state, writes_of
+from cglint.engine.replay_writes import ANY_OWNER, ITEM, argument_keys, attribute_key, attribute_write_keys, item_keys, reachable, restored_state, writes_of
 from cglint.engine.scope import Scope, initial_env
 from cglint.engine.state import StateFacts
-from cglint.engine.syntax import call_method, called_names, callee_name, code_of, decorator_callee, descendants, dotted_name, identifiers
+from cglint.engine.syntax import call_method, called_names, callee_name, code_of, decorator_callee, descendants, dotted_name, identifiers, item_name
 from cglint.engine.values import TENSOR, Kind, Value, evaluate, output_root
 from cglint.engine.walk import Mode, Walker
 from cglint.rule import CAPTURE, REGION, REPLAY, Hit, Rule, applies
@@ -104,7 +104,7 @@ class Engine:
         self._compiled_names: set[str] = set()
         self._host_writes: dict[tuple, list] = {}
         self._capturing_callers: set[int] = set()
-        self._host_calls: list[tuple] = []  # (caller, callees or (call, env), after_capture)
+        self._host_calls: list[tuple] = []  # (caller, callees or None, call, env, after_capture)
         self._replay_writes: Optional[dict[tuple, list[FunctionInfo]]] = None  # _writes_between_replays
         self._runners: Optional[tuple] = None  # (state, runner_methods, runner callers' keys)
         self._deferred: dict[int, tuple] = {}
@@ -338,8 +338,9 @@ class Engine:
         self, function: FunctionInfo, target: cst.BaseExpression, after_capture: bool, scope: Scope, statement: Optional[cst.CSTNode]
     ) -> None:
         """Remember names and attributes assigned outside regions (state that may change between replays)."""
-        if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Attribute):
-            target = target.value  # `engine.opts["scale"] = s` changes what `self.opts` holds
+        item = None
+        if isinstance(target, cst.Subscript) and isinstance(target.value, (cst.Attribute, cst.Name)):
+            item, target = item_name(target), target.value  # `engine.opts["scale"] = s` changes what `self.opts` holds
         if code_of(target, 400) in restored_state(self.project, function):
             return  # saved, changed and put back before the function returns
         if isinstance(target, cst.Name):
@@ -348,14 +349,14 @@ class Engine:
             keys = attribute_write_keys(target, scope)
         else:
             return
-        for key in keys:
+        for key in item_keys(keys, item):
             self._host_writes.setdefault(key, []).append((function, after_capture, statement))
 
     def note_host_call(self, caller: FunctionInfo, callees: list, call: cst.Call, env: dict, after_capture: bool) -> None:
         """Remember calls made outside regions: setters run between replays. A call the walk
         could not resolve is resolved again when first asked about (discovery runs before
         every module is loaded), with the caller's variables as they were at the call."""
-        self._host_calls.append((caller, callees or (call, env), after_capture))
+        self._host_calls.append((caller, callees or None, call, env, after_capture))
         self._replay_writes = None
 
     def note_mode_switch(self, function: FunctionInfo, after_capture: bool) -> None:
@@ -416,11 +417,11 @@ class Engine:
         if self._replay_writes is None:
             writes: dict[tuple, list[FunctionInfo]] = {}
             capturing = {c.function.key for c in self._captures.values() if c.function is not None}
-            for _, function in self._host_callees(between=True):
+            for _, function, call, caller in self._host_callees(between=True):
                 changed = writes_of(self.project, function)
                 if changed and any(f.key in capturing for f in reachable(self.project, function)):
                     continue  # rebuilds the state and captures again (NeMo's `_graph_reinitialize`)
-                for key in changed:
+                for key in (*changed, *argument_keys(changed, function, call, caller)):
                     writes.setdefault(key, []).append(function)
             self._replay_writes = writes
         return self._replay_writes
@@ -428,27 +429,26 @@ class Engine:
     def called_only_before_replays(self, function: FunctionInfo) -> bool:
         """Seen called outside captures, and never between replays: a `set_scale()` run while
         the model is built, before the first capture (its writes are setup, not steady state)."""
-        callers = {between for between, callee in self._host_callees(named=function.name) if callee.key == function.key}
+        callers = {between for between, callee, _, _ in self._host_callees(named=function.name) if callee.key == function.key}
         return callers == {False}
 
-    def _host_callees(self, between: Optional[bool] = None, named: Optional[str] = None) -> Iterator[tuple[bool, FunctionInfo]]:
-        """The project functions that host calls outside regions reach, each with whether its
-        caller runs between replays; only those callers (`between`), or only calls spelled
-        with the name `named` (or not spelled with a name at all). Resolving every host call
-        of torch's tree was a tenth of its run."""
-        for caller, callees, after_capture in self._host_calls:
+    def _host_callees(self, between: Optional[bool] = None, named: Optional[str] = None) -> Iterator[tuple]:
+        """The project functions that host calls outside regions reach, each as (whether its
+        caller runs between replays, the function, the call, the caller); only those callers
+        (`between`), or only calls spelled with the name `named` (or not spelled with a name at
+        all). Resolving every host call of torch's tree was a tenth of its run."""
+        for caller, callees, call, env, after_capture in self._host_calls:
             in_loop = self.between_replays(caller, after_capture)
             if between is not None and in_loop != between:
                 continue
-            if isinstance(callees, tuple):
-                call, env = callees
+            if callees is None:
                 if named is not None and callee_name(call.func) not in (named, None):
                     continue
                 callees = evaluate(call.func, Scope(self.project, caller, env)).targets
             for function in callees:
                 # A constructor builds a new object: the captured one keeps its state.
                 if isinstance(function, FunctionInfo) and function.name not in ("__init__", "__post_init__"):
-                    yield in_loop, function
+                    yield in_loop, function, call, caller
 
     def replay_receivers(self, function: FunctionInfo) -> list:
         """The graph expressions a function replays (`g`, `self.graphs[bs]`)."""
@@ -734,7 +734,12 @@ _GENERIC_NAMES = frozenset({"forward", "run", "step", "call", "main", "execute",
 
 def _matching(table: dict, key: tuple) -> list[tuple]:
     """The keys of `table` a read's state key matches: itself, or for an attribute of an object
-    of unknown class, the attribute on any object."""
+    of unknown class, the attribute on any object; for an entry of a container, that entry's
+    writes and the container's own."""
+    if key[0] == ITEM:
+        _, container, item = key
+        entries = [k for k in table if k[0] == ITEM and k[2] == item and _matching({k[1]: None}, container)]
+        return entries + _matching(table, container)
     if key[0] == "attr" and key[2] == ANY_OWNER:
         return [k for k in table if k[:2] == key[:2]]
     return [key] if key in table else []

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional, Sequenc
 import libcst as cst
 
 from cglint import source
-from cglint.engine.outline import DefOutline, Outline
+from cglint.engine.outline import DefOutline, Outline, last_name
 from cglint.engine.syntax import assigned_names, descendants, dotted_name, string_value
 
 if TYPE_CHECKING:
@@ -95,6 +95,13 @@ class FunctionInfo:
             return []
         p = node.params
         return [*p.posonly_params, *p.params, *p.kwonly_params]
+
+    @property
+    def is_property(self) -> bool:
+        """`@property` (not `cached_property`, computed once): reading the attribute runs it."""
+        if self.outline is not None:  # from `ast`, without parsing the skeleton
+            return any(last_name(d) == "property" for d in self.outline.node.decorator_list)  # type: ignore[attr-defined]
+        return any(dotted_name(d.decorator) in ("property", "builtins.property") for d in self.decorators)
 
     @property
     def is_method(self) -> bool:

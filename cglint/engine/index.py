@@ -194,9 +194,10 @@ def _lazy_index(name: str, file: source.SourceFile, is_package: bool, root: Path
                         shape = next(shapes, None)
                         if shape is None or shape.node is not member:
                             return None
-                        cls.methods[member.name] = FunctionInfo(
-                            module, None, member.name, f"{cls.name}.{member.name}", cls, outline=shape,
-                            load_header=_nth_method(cls, methods))
+                        if not (member.name in cls.methods and _ast_accessor(member)):
+                            cls.methods[member.name] = FunctionInfo(
+                                module, None, member.name, f"{cls.name}.{member.name}", cls, outline=shape,
+                                load_header=_nth_method(cls, methods))
                         methods += 1
                 module.classes[cls.name] = cls
                 defs += 1
@@ -309,7 +310,9 @@ def _index(module: ModuleInfo, outline: Optional[Outline]) -> bool:
                 cls = ClassInfo(module, stmt, stmt.name.value)
                 for member in _top_level(stmt.body.body if isinstance(stmt.body, cst.IndentedBlock) else []):
                     if isinstance(member, cst.FunctionDef):
-                        cls.methods[member.name.value] = function(member, f"{cls.name}.{member.name.value}", cls)
+                        method = function(member, f"{cls.name}.{member.name.value}", cls)
+                        if not (member.name.value in cls.methods and _accessor(member)):
+                            cls.methods[member.name.value] = method
                 module.classes[cls.name] = cls
             elif isinstance(stmt, (cst.Assign, cst.AnnAssign)) and stmt.value is not None:
                 targets = [t.target for t in stmt.targets] if isinstance(stmt, cst.Assign) else [stmt.target]
@@ -347,6 +350,16 @@ def _aligned_starts(tree: cst.Module, starts: list[int]) -> Optional[list[int]]:
             return None
         aligned.append(first)
     return None if next(lines, None) is not None else aligned
+
+
+# A property's `@x.setter` / `@x.deleter` def reuses the getter's name; the getter stays the
+# method of that name, since reading the attribute is what runs code in captured regions.
+def _ast_accessor(member: ast.AST) -> bool:
+    return any(isinstance(d, ast.Attribute) and d.attr in ("setter", "deleter") for d in member.decorator_list)  # type: ignore[attr-defined]
+
+
+def _accessor(member: cst.FunctionDef) -> bool:
+    return any(isinstance(d.decorator, cst.Attribute) and d.decorator.attr.value in ("setter", "deleter") for d in member.decorators)
 
 
 def _top_level(body) -> Iterator[cst.CSTNode]:

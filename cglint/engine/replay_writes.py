@@ -11,6 +11,8 @@ State keys (matched by engine/state.py against what captured code reads):
                            also a module global read as `mod.name`)
   ("global", module, name) a module global assigned through `global`
   ("cell", name)           a closure variable assigned through `nonlocal`
+  ("item", key, entry)     the entry `entry` of the container that `key` stands for
+                           (`cfg["scale"] = s`); a container's other writes use its own key
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import libcst as cst
 
 from cglint.engine.definitions import FunctionInfo
 from cglint.engine.phases import initializes_once, suite_nodes
-from cglint.engine.syntax import assigned_names, call_method, code_of, descendants
+from cglint.engine.syntax import assigned_names, call_method, code_of, descendants, item_name
 
 if TYPE_CHECKING:
     from cglint.engine.project import Project
@@ -70,7 +72,7 @@ def _scan(project: "Project", function: FunctionInfo, depth: int) -> frozenset:
             if depth > 1:
                 scope = scope or Scope(project, function, initial_env(project, function))
                 for callee in _callees(project, scope, current):
-                    found.update(writes_of(project, callee, depth - 1))
+                    found.update(k for k in writes_of(project, callee, depth - 1) if k[0] != _PARAM)
     return frozenset(found)
 
 
@@ -144,6 +146,43 @@ def _mode_key(receiver: str) -> str:
 
 # Reads of an attribute of an object of unknown class match writes to any object's attribute.
 ANY_OWNER = "*"
+_PARAM = "param"
+ITEM = "item"
+
+
+def param_key(name: str, item: Optional[str]) -> tuple:
+    """Items of the container a function is given as `name` are assigned (the entry `item`, or
+    any): which state that is depends on the call (argument_keys)."""
+    return (_PARAM, name, item)
+
+
+def argument_keys(keys: frozenset, function: FunctionInfo, call: cst.Call, caller: FunctionInfo) -> list[tuple]:
+    """The state keys of the containers a call passes where `function` assigns items of its
+    parameters (`anneal(trainer.hparams, u)`: any object's `hparams`; `anneal(HP, u)`: the name
+    `HP` as the caller sees it), from the arguments' spelling."""
+    written: dict[str, list] = {}
+    for key in keys:
+        if key[0] == _PARAM:
+            written.setdefault(key[1], []).append(key[2])
+    if not written:
+        return []
+    params = [p.name.value for p in function.params]
+    if function.is_method and isinstance(call.func, cst.Attribute):
+        params = params[1:]
+    found: list[tuple] = []
+    for index, arg in enumerate(a for a in call.args if not a.star):
+        name = arg.keyword.value if arg.keyword is not None else (params[index] if index < len(params) else None)
+        if name not in written:
+            continue
+        if isinstance(arg.value, cst.Attribute):
+            containers = [attribute_key(arg.value.attr.value)]
+        elif isinstance(arg.value, cst.Name):
+            containers = [("name", caller.key, arg.value.value), ("name", caller.module.body_function.key, arg.value.value)]
+        else:
+            continue
+        for item in written[name]:
+            found += item_keys(containers, item)
+    return found
 
 
 def attribute_key(name: str, owner: Optional[str] = None) -> tuple:
@@ -172,7 +211,10 @@ def attribute_write_keys(leaf: cst.Attribute, scope) -> list[tuple]:
 
 def _keys(leaf: cst.BaseExpression, declared: dict, function: FunctionInfo, scope) -> list[tuple]:
     if isinstance(leaf, cst.Subscript):  # `self.opts["scale"] = s`: the container on `self` changed
-        leaf = leaf.value
+        item, leaf = item_name(leaf), leaf.value
+        if isinstance(leaf, cst.Name) and leaf.value in {p.name.value for p in function.params}:
+            return [param_key(leaf.value, item)]  # `hparams["ent_coef"] = c`: the caller's container changed
+        return item_keys(_keys(leaf, declared, function, scope), item)
     if isinstance(leaf, cst.Attribute):
         return attribute_write_keys(leaf, scope)
     if isinstance(leaf, cst.Name):
@@ -181,6 +223,12 @@ def _keys(leaf: cst.BaseExpression, declared: dict, function: FunctionInfo, scop
         if leaf.value in declared["nonlocal"]:
             return [("cell", leaf.value)]
     return []
+
+
+def item_keys(keys: list[tuple], item: Optional[str]) -> list[tuple]:
+    """The keys of one named entry of the containers `keys` stand for (all of them if unnamed):
+    `hparams["ent_coef"] = c` leaves a captured `hparams["clip"]` as it was."""
+    return keys if item is None else [(ITEM, key, item) for key in keys]
 
 
 def _callees(project: "Project", scope, call: cst.Call) -> list[FunctionInfo]:

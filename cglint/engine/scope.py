@@ -111,8 +111,21 @@ class Scope:
             result = current if result is None else join(result, current)
         return result or UNKNOWN
 
+    def property_read(self, expr: cst.Attribute) -> Optional[FunctionInfo]:
+        """The `@property` that reading `obj.attr` runs, where obj's class is known."""
+        base = evaluate(expr.value, self)
+        if base.kind != Kind.OBJECT or base.is_class:
+            return None
+        for cls in base.targets:
+            method = self.project.method(cls, expr.attr.value) if isinstance(cls, ClassInfo) else None
+            if method is not None and method.is_property:
+                return method
+        return None
+
     def class_member(self, cls: ClassInfo, attr: str) -> Value:
         method = self.project.method(cls, attr)
+        if method is not None and method.is_property:
+            return self.project.cached(("property", method.key), lambda: _property_value(self.project, method), UNKNOWN)  # type: ignore[return-value]
         if method is not None:
             return Value(Kind.OBJECT, targets=(method,))
         return self.project.cached(("attr", id(cls), attr), lambda: self._attr_value(cls, attr), UNKNOWN)
@@ -256,6 +269,21 @@ def initial_env(project: Project, function: FunctionInfo, args: Optional[dict[st
         else:
             env[name] = _kind_only(declared)
     return env
+
+
+def _property_value(project: Project, function: FunctionInfo) -> Value:
+    """What reading a `@property` gives: its returns, with its locals assigned in order
+    (`frac = self.step / self.total` then `return self.w0 + (self.w1 - self.w0) * frac`)."""
+    env = initial_env(project, function)
+    scope = Scope(project, function, env)
+    result: Optional[Value] = None
+    for node in descendants(function.node):
+        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+            env[node.targets[0].target.value] = evaluate(node.value, scope)
+        elif isinstance(node, cst.Return) and node.value is not None:
+            current = evaluate(node.value, scope)
+            result = current if result is None else join(result, current)
+    return result or UNKNOWN
 
 
 def _kind_only(value: Value) -> Value:

@@ -7,15 +7,15 @@ module exists to avoid.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator, Optional
+from typing import TYPE_CHECKING, Iterable, Iterator, Optional
 
 import libcst as cst
 
 from cglint.engine.api import tables
 from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo, self_attr
 from cglint.engine.project import Project
-from cglint.engine.replay_writes import ANY_OWNER, attribute_key, initialised_once, restored_state
-from cglint.engine.syntax import assigned_names, code_of, descendants
+from cglint.engine.replay_writes import ANY_OWNER, attribute_key, initialised_once, item_keys, restored_state
+from cglint.engine.syntax import assigned_names, code_of, descendants, item_name
 from cglint.engine.values import Kind, evaluate, host_reads
 
 if TYPE_CHECKING:
@@ -90,24 +90,29 @@ class StateFacts:
         if function is not None:  # assigned after the capture or in the replay loop
             where = "the module" if function.qualname == "<module>" else f"{function.qualname}()"
             return f"`{code_of(expr)}` is changed between replays in {where}"
-        if isinstance(expr, cst.Attribute):
-            base = evaluate(expr.value, scope)
+        container = expr.value if isinstance(expr, cst.Subscript) else expr  # an entry changes with its container
+        if isinstance(container, cst.Attribute):
+            base = evaluate(container.value, scope)
             if base.kind == Kind.OBJECT and not base.is_class:
                 for cls in base.targets:
                     if isinstance(cls, ClassInfo):
-                        where = self._changed_attribute(cls, expr.attr.value, any_write)
+                        where = self._changed_attribute(cls, container.attr.value, any_write)
                         if where:
                             return f"`{code_of(expr)}` {where}"
-        elif isinstance(expr, cst.Name) and expr.value not in scope.env:
-            where = self._changed_globals(scope.module).get(expr.value)
+        elif isinstance(container, cst.Name) and container.value not in scope.env:
+            where = self._changed_globals(scope.module).get(container.value)
             if where:
-                return f"global `{expr.value}` {where}"
+                return f"global `{container.value}` {where}"
         # Changed by a function the replay loop calls: a setter, `model.eval()`, `anneal()`.
         function = next((f for k in keys if (f := self.engine.changed_by_calls_between_replays(k, reader)) is not None), None)
         if function is not None:
             return f"`{code_of(expr)}` is changed between replays by {function.qualname}()"
         if isinstance(expr, cst.Name) and expr.value in scope.env:
             return self.derived(expr, scope, any_write, depth, statement)
+        if isinstance(expr, cst.Attribute) and depth < _MAX_DERIVATION:
+            prop = scope.property_read(expr)
+            if prop is not None:  # `self.guidance_scale`, a @property computed from `self.step_index`
+                return self._derived_from(code_of(expr), self._returns(prop), scope, any_write, depth, statement)
         return None
 
     def derived(
@@ -119,7 +124,12 @@ class StateFacts:
         through local assignments and the returns of project functions, a few steps deep."""
         if depth >= _MAX_DERIVATION:
             return None
-        for value, source_scope in self._sources(expr.value, scope):
+        return self._derived_from(expr.value, self._sources(expr.value, scope), scope, any_write, depth, statement)
+
+    def _derived_from(self, label: str, sources: Iterable[tuple[cst.BaseExpression, "Scope"]], scope: "Scope",
+                      any_write: bool, depth: int, statement: Optional[cst.CSTNode]) -> Optional[str]:
+        """How the state that any of `sources` (expressions, each in its scope) reads changes."""
+        for value, source_scope in sources:
             assigned = self._assignments(source_scope.function)
             for read in host_reads(value, source_scope):
                 if isinstance(read, cst.Name) and read.value in assigned and source_scope is not scope:
@@ -132,26 +142,31 @@ class StateFacts:
                     code = f"`{code_of(read)}`"
                     detail = state[len(code):].lstrip() if state.startswith(code) else state
                     if detail.startswith(_DERIVED):  # name the state itself, not the locals between
-                        return f"`{expr.value}` {detail}"
-                    return f"`{expr.value}` {_DERIVED}{code}, which {detail}"
+                        return f"`{label}` {detail}"
+                    return f"`{label}` {_DERIVED}{code}, which {detail}"
         return None
+
+    def _returns(self, function: FunctionInfo) -> Iterator[tuple[cst.BaseExpression, "Scope"]]:
+        from cglint.engine.scope import Scope
+
+        for returned in self._assignments(function).get(_RETURNED, ()):
+            yield returned, Scope(self.project, function)
 
     def _sources(self, name: str, scope: "Scope") -> Iterator[tuple[cst.BaseExpression, "Scope"]]:
         """What a local is assigned in its function, with the return values of a project
         function it is assigned the result of (in that function's scope)."""
-        from cglint.engine.scope import Scope
-
         for value in self._assignments(scope.function).get(name, ()):
             callees = evaluate(value.func, scope).targets if isinstance(value, cst.Call) else ()
             functions = [f for f in callees if isinstance(f, FunctionInfo)]
             if not functions:
                 yield value, scope
             for function in functions:
-                for returned in self._assignments(function).get(_RETURNED, ()):
-                    yield returned, Scope(self.project, function)
+                yield from self._returns(function)
 
     def _state_keys(self, expr: cst.BaseExpression, scope: "Scope") -> list[tuple]:
         """The keys under which the engine records writes of the state `expr` reads."""
+        if isinstance(expr, cst.Subscript):  # `self.hparams["ent_coef"]`
+            return item_keys(self._state_keys(expr.value, scope), item_name(expr))
         if isinstance(expr, cst.Name):
             keys: list[tuple] = [("name", scope.function.key, expr.value)]
             if expr.value not in scope.env:  # a global or a closure variable

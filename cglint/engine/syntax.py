@@ -122,6 +122,13 @@ def string_value(node: Optional[cst.BaseExpression]) -> Optional[str]:
     return None
 
 
+def item_name(node: cst.BaseExpression) -> Optional[str]:
+    """`"ent_coef"` for `hparams["ent_coef"]`: an entry of a container named by a string."""
+    if not isinstance(node, cst.Subscript) or len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+        return None
+    return string_value(node.slice[0].slice.value)
+
+
 def is_true(node: Optional[cst.BaseExpression]) -> bool:
     return isinstance(node, cst.Name) and node.value == "True"
 
@@ -270,7 +277,7 @@ def operands(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
 
 
 def reads(expr: cst.BaseExpression, opens: Callable[[cst.BaseExpression], bool]) -> Iterator[cst.BaseExpression]:
-    """The names and attributes `expr` reads, in source order, looking into the operands of
+    """The names, attributes and named entries (`cfg["scale"]`) `expr` reads, in source order, looking into the operands of
     the sub-expressions `opens` accepts and into nothing else: a rule decides which operators
     pass a value through (`n + 1` does, `f(n)` may not) and whether `a.b` reads `a.b` or `a`."""
     stack = [expr]
@@ -278,5 +285,5 @@ def reads(expr: cst.BaseExpression, opens: Callable[[cst.BaseExpression], bool])
         current = stack.pop()
         if opens(current):
             stack.extend(reversed(operands(current)))
-        elif isinstance(current, (cst.Name, cst.Attribute)):
+        elif isinstance(current, (cst.Name, cst.Attribute)) or item_name(current) is not None:
             yield current

@@ -15,7 +15,7 @@ import libcst as cst
 
 from cglint.engine.api import tables
 from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo
-from cglint.engine.syntax import call_method, keyword, positional, reads, string_value
+from cglint.engine.syntax import call_method, keyword, positional, item_name, reads, string_value
 
 if TYPE_CHECKING:
     from cglint.engine.scope import Scope
@@ -324,6 +324,8 @@ def host_reads(expr: cst.BaseExpression, scope: "Scope") -> Iterator[cst.BaseExp
     def opens(node: cst.BaseExpression) -> bool:
         if evaluate(node, scope).is_tensor:
             return False
+        if type(node) is cst.Subscript and item_name(node) is not None:
+            return False  # `self.hparams["ent_coef"]` is read as that entry (its own state)
         if isinstance(node, cst.Call):
             return (scope.qualname(node.func) or "").split(".")[0] in _ARITHMETIC_CALLS
         return isinstance(node, _HOST_OPERATORS)

@@ -391,6 +391,8 @@ class Walker:
                 self.call(current)  # type: ignore[arg-type]
             elif kind is cst.Attribute or kind is cst.Name:
                 self.note_read(current)  # type: ignore[arg-type]
+                if kind is cst.Attribute and self.mode is Mode.REGION and self.in_region:
+                    self.follow_property(current)  # type: ignore[arg-type]
             elif kind is cst.Yield and self.in_region and self.mode is Mode.DISCOVER:
                 self.engine.note_yield_in_region(self.function)
             elif kind is cst.BinaryOperation and self.mode is Mode.REGION and self.in_region:
@@ -572,6 +574,13 @@ class Walker:
             # An external function given a project callable will call it (checkpoint(fn, x), vmap(fn)).
             for function in self.callables(a.value for a in call.args):
                 self.engine.enqueue(function, {}, self.job, step)
+
+    def follow_property(self, node: cst.Attribute) -> None:
+        """Reading a `@property` (`self.num_tokens`) runs its function in the region."""
+        assert self.job is not None
+        prop = self.scope.property_read(node)
+        if prop is not None:
+            self.engine.enqueue(prop, {}, self.job, captures.site(self.function.module, node))
 
     # --- rules -------------------------------------------------------------
     def dispatch(self, node: cst.CSTNode) -> None:
