@@ -62,12 +62,17 @@ def _kept_by_graph(value) -> str:
     return "keeps using what it held at capture"
 
 
-def _derived_from_itself(target: cst.BaseExpression, value: cst.BaseExpression) -> bool:
+def _derived_from_itself(target: cst.BaseExpression, value: cst.BaseExpression, ctx) -> bool:
     """`x = x.copy_(y)`, `out = (out,)`, `x = x.view(...)`: the new value still holds or aliases
     the captured tensor, so the graph's memory stays reachable (torch's own cudagraphs
-    backend wraps its static outputs this way)."""
+    backend wraps its static outputs this way). Reading only its metadata does not
+    (`self.x = feats.to(self.x.device)` is a new tensor)."""
     wanted = code_of(target)
-    return any(code_of(node) == wanted for node in [value, *descendants(value)] if isinstance(node, (cst.Name, cst.Attribute)))
+    nodes = [value, *descendants(value)]
+    metadata = {id(n.value) for n in nodes if isinstance(n, cst.Attribute) and n.attr.value in ctx.api.values.host_attributes}
+    return any(
+        code_of(node) == wanted for node in nodes if isinstance(node, (cst.Name, cst.Attribute)) and id(node) not in metadata
+    )
 
 
 class RebindCaptured(Rule):
@@ -120,6 +125,24 @@ class Runner:
         '''
 import torch
 
+class Runner:
+    def __init__(self, model, x):
+        self.graph = torch.cuda.CUDAGraph()
+        self.static_x = x.clone()
+        with torch.cuda.graph(self.graph):
+            self.static_y = model(self.static_x)
+
+    def _load(self, x):
+        self.static_x = x.to(self.static_x.device)  # expect: CG401
+
+    def __call__(self, x):
+        self._load(x)
+        self.graph.replay()
+        return self.static_y.clone()
+''',
+        '''
+import torch
+
 model = load_model()
 static_x = torch.zeros(8, 16, device="cuda")
 g = torch.cuda.CUDAGraph()
@@ -153,7 +176,7 @@ for batch in loader:
         for target in targets:
             for leaf in assigned_names(target):
                 name = _captured_target(leaf, node.value, ctx)
-                if name and not _derived_from_itself(leaf, node.value) and ctx.replay_follows():
+                if name and not _derived_from_itself(leaf, node.value, ctx) and ctx.replay_follows():
                     yield Hit(leaf, {"name": name, "kept": _kept_by_graph(ctx.value(leaf))}, capture=ctx.capture_using(leaf))
 
     def fix(self, node, ctx):

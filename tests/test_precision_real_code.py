@@ -180,6 +180,54 @@ def test_setters_nobody_calls_between_replays_are_configuration(tmp_path):
     assert codes_lines(found) == {("CG202", 28), ("CG202", 30)}
 
 
+def test_helper_only_configuration_api_calls_is_setup(tmp_path):
+    # vLLM's EagleModelMixin: `_set_aux_hidden_state_layers()` calls `_cache_aux_pp_layout()`,
+    # which stores an annotated `int` that the captured forward adds to. Nothing calls either
+    # between replays. A step counter the replay loop advances still changes what was frozen.
+    found = findings(
+        tmp_path,
+        {
+            "model.py": """
+            import torch
+
+            class Mixin:
+                _slot_base: int = 0
+                step: int = 0
+
+                def set_aux_layers(self, layers):
+                    self.layers = layers
+                    self._cache_layout()
+
+                def _cache_layout(self):
+                    self._slot_base = len(self.layers) // 2
+
+                def advance(self):
+                    self.step = self.step + 1
+
+                def forward(self, x):
+                    y = x * self._slot_base
+                    return y + x * self.step
+            """,
+            "run.py": """
+            import torch
+            from model import Mixin
+
+            model = Mixin()
+            model.set_aux_layers((1, 2, 3))
+            g = torch.cuda.CUDAGraph()
+            x = torch.zeros(4, device="cuda")
+            with torch.cuda.graph(g):
+                y = model.forward(x)
+            for _ in range(3):
+                model.advance()
+                g.replay()
+            """,
+        },
+        select=["CG601"],
+    )
+    assert codes_lines(found) == {("CG601", 19)}
+
+
 def test_flag_saved_and_restored_around_eager_code_does_not_change(tmp_path):
     # Megatron's TransformerLayer: after a graph replay it clears `recompute_pre_mlp_layernorm`
     # around an eager call and restores it.

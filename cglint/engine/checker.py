@@ -23,7 +23,7 @@ from cglint.engine.captures import Capture, CaptureKind, TraceStep
 from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo
 from cglint.engine.phases import cached_on_first_use
 from cglint.engine.project import Project
-from cglint.engine.replay_writes import ANY_OWNER, ITEM, argument_keys, attribute_key, attribute_write_keys, item_keys, reachable, restored_state, writes_of
+from cglint.engine.replay_writes import ANY_CONTAINER, ANY_OWNER, ITEM, argument_keys, attribute_key, attribute_write_keys, item_keys, reachable, restored_state, writes_of
 from cglint.engine.scope import Scope, initial_env
 from cglint.engine.state import StateFacts
 from cglint.engine.syntax import call_method, called_names, callee_name, code_of, decorator_callee, descendants, dotted_name, identifiers, item_name
@@ -96,7 +96,7 @@ class Engine:
         self.hits: list[RawHit] = []
         self._seen_hits: set = set()
         self._captures: dict[tuple, Capture] = {}
-        self._discovered: set[int] = set()
+        self._discovered: set = set()  # function keys, and ("with-replaying-args", key)
         self._helpers: dict[int, Helper] = {}
         self._yields: set[int] = set()
         self._param_calls: dict[int, set[str]] = {}
@@ -107,6 +107,7 @@ class Engine:
         self._host_calls: list[tuple] = []  # (caller, callees or None, call, env, after_capture)
         self._replay_writes: Optional[dict[tuple, list[FunctionInfo]]] = None  # _writes_between_replays
         self._runners: Optional[tuple] = None  # (state, runner_methods, runner callers' keys)
+        self._preludes: Optional[tuple] = None  # (replayers counted, {key: method}) of _replay_preludes
         self._deferred: dict[int, tuple] = {}
         self._constructions: dict[int, list] = {}
         self._construction_search: set[int] = set()
@@ -145,7 +146,7 @@ class Engine:
         names = self._capture_names(function.module)
         if function.outline is not None and not function.outline.mentions(names):
             return False  # not even in its text
-        return bool(self._called(function) & names)
+        return bool(self.called(function) & names)
 
     def _capture_names(self, module: ModuleInfo) -> set[str]:
         """The names a call of a capture form goes by in `module`: the forms' and helpers'
@@ -157,7 +158,7 @@ class Engine:
             known = self._module_names[id(module)] = (len(self._names), self._names | aliases)
         return known[1]
 
-    def _called(self, function: FunctionInfo) -> frozenset:
+    def called(self, function: FunctionInfo) -> frozenset:
         """What the function calls or is decorated with, by last name. Every capture form is
         a call (`torch.cuda.graph(g)`, `g.replay()`, `helper()`), and torch's own code says
         `graph` everywhere without calling it (`gm.graph`): names alone would walk it all."""
@@ -234,7 +235,7 @@ class Engine:
         # replay() or a capture helper; torch's capturing modules have ~60 statements of it
         # each (imports, registrations), a third of discovery there. Asked again once helpers
         # are known (their names are then among the names called).
-        if module.statements is None or not self._called(module.body_function).isdisjoint(self._capture_names(module)):
+        if module.statements is None or not self.called(module.body_function).isdisjoint(self._capture_names(module)):
             self.discover(module.body_function, {})
         for function in module.all_functions():
             # Walking a function costs far more than looking at its calls: only functions that
@@ -252,6 +253,14 @@ class Engine:
             return
         self._discovered.add(function.key)
         Walker(self, function, env, Mode.DISCOVER).run()
+
+    def discover_with(self, function: FunctionInfo, args: dict[str, Value]) -> None:
+        """Walk a function given replaying callables as arguments (once more, if it was walked without them)."""
+        key = ("with-replaying-args", function.key)
+        if key not in self._discovered:
+            self._discovered.add(key)
+            self._discovered.add(function.key)
+            self._guarded(function.module, lambda: Walker(self, function, initial_env(self.project, function, args), Mode.DISCOVER).run())
 
     def _configured_captures(self, modules: list[ModuleInfo]) -> None:
         for name in self.captured:
@@ -349,7 +358,8 @@ class Engine:
             keys = attribute_write_keys(target, scope)
         else:
             return
-        for key in item_keys(keys, item):
+        shared = isinstance(target, cst.Name) and (target.value not in scope.env or function.qualname == "<module>")
+        for key in item_keys(keys, item, shared):
             self._host_writes.setdefault(key, []).append((function, after_capture, statement))
 
     def note_host_call(self, caller: FunctionInfo, callees: list, call: cst.Call, env: dict, after_capture: bool) -> None:
@@ -378,7 +388,7 @@ class Engine:
         calls a graph runner's replaying method (`logits.append(runner.run(x))`). The second
         is matched by name where the runner's class is unknown, too loose to count its writes
         as changing state between replays: a `main()` of another script would reach them."""
-        if self.between_replays(function, after_capture):
+        if self.between_replays(function, after_capture) or function.key in self._replay_preludes():
             return True
         return function.key in self._runners_known()[1] and not self._captures_here(function)
 
@@ -603,7 +613,7 @@ class Engine:
                 function.key
                 for module in (self._modules if methods else ())
                 for function in [module.body_function, *module.all_functions()]
-                if not self._called(function).isdisjoint(methods)
+                if not self.called(function).isdisjoint(methods)
             }
             self._runners = (state, methods, callers)
         return self._runners[1], self._runners[2]
@@ -653,6 +663,11 @@ class Engine:
         return not any(start <= first and second <= end for start, end in loops)
 
     def replay_follows(self, function: FunctionInfo, statement: Optional[cst.CSTNode]) -> bool:
+        if function.key in self._replay_preludes():
+            return True  # its caller replays once it returns
+        return self._replay_after(function, statement)
+
+    def _replay_after(self, function: FunctionInfo, statement: Optional[cst.CSTNode]) -> bool:
         index, replays, loops, _ = self._statement_order(function)
         position = index.get(id(statement)) if statement is not None else None
         if position is None:
@@ -695,7 +710,31 @@ class Engine:
         callers = self._runners_known()[1]
         for module in self._modules if callers else ():
             found.update((f.key, f) for f in [module.body_function, *module.all_functions()] if f.key in callers)
+        found.update(self._replay_preludes())
         return list(found.values())
+
+    def _replay_preludes(self) -> dict[int, FunctionInfo]:
+        """Methods a replaying method calls on its own object before replay() (`self._load_inputs(x)`
+        then `self.graph.replay()`): they run between replays, right before one, so what they
+        rebind is what the replay ignores. Methods that capture or replay are not preludes."""
+        if self._preludes is None or self._preludes[0] != len(self._replayers):
+            found: dict[int, FunctionInfo] = {}
+            for function in list(self._replayers.values()):
+                if function.cls is None or not function.params or self._captures_here(function):
+                    continue
+                me = function.params[0].name.value
+                for statement in descendants(function.node):
+                    if not isinstance(statement, cst.SimpleStatementLine) or not self._replay_after(function, statement):
+                        continue
+                    for call in (n for n in descendants(statement) if isinstance(n, cst.Call)):
+                        method = call_method(call)
+                        if method is None or not isinstance(method[0], cst.Name) or method[0].value != me:
+                            continue
+                        callee = self.project.method(function.cls, method[1])
+                        if callee is not None and not self._captures_here(callee) and not self.calls_replay(callee):
+                            found[callee.key] = callee
+            self._preludes = (len(self._replayers), found)
+        return self._preludes[1]
 
     # --- rules ---------------------------------------------------------------
     def run_rules(self, rules: dict[type, list[Rule]], node: cst.CSTNode, walker: Walker) -> None:
@@ -738,7 +777,7 @@ def _matching(table: dict, key: tuple) -> list[tuple]:
     writes and the container's own."""
     if key[0] == ITEM:
         _, container, item = key
-        entries = [k for k in table if k[0] == ITEM and k[2] == item and _matching({k[1]: None}, container)]
+        entries = [k for k in table if k[0] == ITEM and k[2] == item and (k[1] == ANY_CONTAINER or _matching({k[1]: None}, container))]
         return entries + _matching(table, container)
     if key[0] == "attr" and key[2] == ANY_OWNER:
         return [k for k in table if k[:2] == key[:2]]

@@ -148,6 +148,7 @@ def _mode_key(receiver: str) -> str:
 ANY_OWNER = "*"
 _PARAM = "param"
 ITEM = "item"
+ANY_CONTAINER = ("*",)
 
 
 def param_key(name: str, item: Optional[str]) -> tuple:
@@ -225,10 +226,14 @@ def _keys(leaf: cst.BaseExpression, declared: dict, function: FunctionInfo, scop
     return []
 
 
-def item_keys(keys: list[tuple], item: Optional[str]) -> list[tuple]:
+def item_keys(keys: list[tuple], item: Optional[str], shared: bool = False) -> list[tuple]:
     """The keys of one named entry of the containers `keys` stand for (all of them if unnamed):
-    `hparams["ent_coef"] = c` leaves a captured `hparams["clip"]` as it was."""
-    return keys if item is None else [(ITEM, key, item) for key in keys]
+    `hparams["ent_coef"] = c` leaves a captured `hparams["clip"]` as it was. An entry of a
+    `shared` container (a module global, which models keep as `self.cfg = cfg`) is also the
+    entry of that name of any container a capture read."""
+    if item is None:
+        return keys
+    return [(ITEM, key, item) for key in keys] + ([(ITEM, ANY_CONTAINER, item)] if shared else [])
 
 
 def _callees(project: "Project", scope, call: cst.Call) -> list[FunctionInfo]:

@@ -133,6 +133,8 @@ class Scope:
     def _attr_value(self, cls: ClassInfo, attr: str) -> Value:
         value: Optional[Value] = None
         set_by_setter = False  # `def configure(self, t): self.temperature = t`
+        if any(_number_field(klass, attr) for klass in self.project.mro(cls)):
+            return HOST
         for klass in self.project.mro(cls):
             declared = _class_level(klass, attr)  # a dataclass field's default, a class constant
             if declared is not None:
@@ -150,7 +152,7 @@ class Scope:
                     if not current.targets and _is_parameter(write.value, write.method):
                         # `self.model = model` in __init__: what the constructor's callers pass.
                         current = self._from_constructions(klass, write.method, write.value.value, current)  # type: ignore[union-attr]
-                    elif current.kind == Kind.UNKNOWN and _config_field(write.value, write.method):
+                    elif current.kind == Kind.UNKNOWN and write.method.name == "__init__" and config_field(write.value, write.method):
                         current = HOST
                 value = current if value is None else join(value, current)
         if set_by_setter:
@@ -193,11 +195,14 @@ class Scope:
 _CONFIG_NAMES = ("config", "cfg", "conf", "args", "opt", "opts", "options", "hparams", "params", "settings")
 
 
-def _config_field(expr: cst.BaseExpression, method: FunctionInfo) -> bool:
-    """`config.n_head`, `args.model.dim // 2`, `int(cfg.size * 4)` in __init__."""
-    if method.name != "__init__":
-        return False
-    params = {p.name.value for p in method.params[1:]}
+def config_parameter(expr: cst.BaseExpression, function: FunctionInfo) -> bool:
+    """`cfg` itself, a parameter of `function` named as a configuration."""
+    return isinstance(expr, cst.Name) and expr.value.lower().endswith(_CONFIG_NAMES) and any(p.name.value == expr.value for p in function.params)
+
+
+def config_field(expr: cst.BaseExpression, function: FunctionInfo) -> bool:
+    """`config.n_head`, `args.model.dim // 2`, `int(cfg.size * 4)` of a configuration parameter of `function`."""
+    params = {p.name.value for p in function.params}
     leaves = [n for n in [expr, *descendants(expr)] if isinstance(n, (cst.Attribute, cst.Name, cst.Call, cst.Subscript))]
     roots = []
     for leaf in leaves:
@@ -228,12 +233,28 @@ def _class_level(cls: ClassInfo, attr: str) -> Optional[Value]:
         for statement in line.body:
             if isinstance(statement, cst.AnnAssign) and isinstance(statement.target, cst.Name) and statement.target.value == attr:
                 known = literal_value(statement.value) if statement.value is not None else None
-                annotated = isinstance(statement.annotation.annotation, cst.Name) and statement.annotation.annotation.value in _NUMBER_TYPES
-                return HOST if (known is not None and known.const is not PY_NONE) or annotated else None
+                return HOST if (known is not None and known.const is not PY_NONE) or _number_annotation(statement) else None
             if isinstance(statement, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value == attr for t in statement.targets):
                 known = literal_value(statement.value)
                 return HOST if known is not None and known.const is not PY_NONE else None
     return None
+
+
+def _number_annotation(statement: cst.AnnAssign) -> bool:
+    annotation = statement.annotation.annotation
+    return isinstance(annotation, cst.Name) and annotation.value in _NUMBER_TYPES
+
+
+def _number_field(cls: ClassInfo, attr: str) -> bool:
+    """`gain: float` in the class body: every value the attribute gets is a number, also where
+    the checker cannot tell what a write assigns (`self.gain = rng.uniform(lo, hi)`)."""
+    body = cls.node.body
+    return any(
+        isinstance(statement, cst.AnnAssign) and isinstance(statement.target, cst.Name) and statement.target.value == attr
+        and _number_annotation(statement)
+        for line in (body.body if isinstance(body, cst.IndentedBlock) else ()) if isinstance(line, cst.SimpleStatementLine)
+        for statement in line.body
+    )
 
 
 def _is_parameter(expr: cst.BaseExpression, method: FunctionInfo, setter: bool = False) -> bool:

@@ -53,7 +53,11 @@ _CONFIGURATION_WORDS = frozenset({
 
 
 def configures(function) -> bool:
-    return function.name.lstrip("_").split("_", 1)[0].lower() in _CONFIGURATION_WORDS
+    return configuring_name(function.name)
+
+
+def configuring_name(name: str) -> bool:
+    return name.lstrip("_").split("_", 1)[0].lower() in _CONFIGURATION_WORDS
 
 
 def _stores_own_argument(write) -> bool:
@@ -246,7 +250,9 @@ class StateFacts:
                         and isinstance(n.func.value, cst.Name) and n.func.value.value == me
                     }
                     calls.setdefault(method.name, set()).update(called)
-        setup = {name for name in calls if name in _SETUP_METHODS}
+        # Configuration API (`set_aux_layers()`) is setup too: a helper only it calls
+        # (`self._cache_layout()`) runs when the object is configured, not between replays.
+        setup = {name for name in calls if name in _SETUP_METHODS or configuring_name(name)}
         changed = True
         while changed:  # a method is setup when every method calling it is setup
             changed = False

@@ -23,7 +23,7 @@ from cglint.engine.api import tables
 from cglint.engine.captures import CaptureKind
 from cglint.engine.context import Context
 from cglint.engine.definitions import ClassInfo, FunctionInfo
-from cglint.engine.scope import Scope
+from cglint.engine.scope import Scope, config_field, config_parameter
 from cglint.engine.phases import ends_with, fills_searched_cache, initializes_once, returns_once_filled, suite_body
 from cglint.engine.syntax import (SCOPES, assigned_names, call_method, children, code_of, descendants, dotted_name,
                                   positional)
@@ -433,13 +433,15 @@ class Walker:
         if found is not None:
             kind, exprs = found
             self.capture_targets(node, kind, exprs, tensor_args=True)
+            if kind is CaptureKind.GRAPHED_CALLABLES and not self.in_region:
+                self.after_capture = True  # make_graphed_callables captures before it returns
         qualified = self.scope.qualname(node.func)
         if self.engine.is_configured_name(qualified) and not self.callees(node):
             # A capture function of another package, named in the configuration.
             self.capture_targets(node, CaptureKind.HELPER, [a.value for a in node.args], helper=qualified or "")
         callees = self.callees(node)
-        if not self.in_region and captures.compiled_site(evaluate(node.func, self.scope), self.scope) is not None:
-            self.engine.note_replay(self.function)  # calling a function compiled with CUDA graphs replays them
+        if not self.in_region and self.replays_when_called(evaluate(node.func, self.scope)):
+            self.engine.note_replay(self.function)  # calling a graphed or compiled callable replays its graphs
         if not self.in_region:
             resolved = [function for function, _ in callees]
             self.engine.note_host_call(self.function, resolved, node, {} if resolved else dict(self.scope.env), self.after_capture)
@@ -453,8 +455,10 @@ class Walker:
             if (call_method(node) or (None, ""))[1] in ("train", "eval"):
                 self.engine.note_mode_switch(self.function, self.after_capture)
         for function, bound in callees:
+            if not self.in_region:
+                self.pass_replaying_arguments(function, node, bound)
             if function.name == "__init__" and function.cls is not None:
-                args = {name: evaluate(expr, self.scope) for name, expr in self.arguments(function, node, bound)}
+                args = {name: self.construction_argument(expr) for name, expr in self.arguments(function, node, bound)}
                 self.engine.note_construction(function.cls, args)
             self.engine.note_call(function, self.function, node)
             if not self.engine.may_capture(function):
@@ -469,6 +473,30 @@ class Walker:
         if self.in_region and isinstance(node.func, cst.Name):
             if node.func.value in {p.name.value for p in self.function.params}:
                 self.engine.note_parameter_call(self.function, node.func.value)
+
+    def replays_when_called(self, value: Value) -> bool:
+        """A make_graphed_callables result, or a callable compiled with CUDA graphs."""
+        return value.tag == "graphed" or captures.compiled_site(value, self.scope) is not None
+
+    def pass_replaying_arguments(self, function: FunctionInfo, call: cst.Call, bound: bool) -> None:
+        """`train(graphed, data)`: where `train` calls the parameter it gets `graphed` as, it
+        replays; its walk is given the argument so that it sees so."""
+        passed = {}
+        for name, expr in self.arguments(function, call, bound):
+            value = self.scope.env.get(expr.value) if isinstance(expr, cst.Name) else None  # a cheap test first
+            if value is not None and value.kind is Kind.OBJECT and self.replays_when_called(value):
+                passed[name] = value
+        if passed and not self.engine.called(function).isdisjoint(passed):
+            self.engine.discover_with(function, passed)
+
+    def construction_argument(self, expr: cst.BaseExpression) -> Value:
+        """What a constructor is given: `DynamicLossScaler(cfg.init_scale)` passes a number
+        (a field of the caller's configuration parameter), so the scale it keeps is one;
+        `Block(cfg)` passes the configuration on, a host object whatever its type."""
+        value = evaluate(expr, self.scope)
+        if value.kind == Kind.UNKNOWN and (config_field(expr, self.function) or config_parameter(expr, self.function)):
+            return HOST
+        return value
 
     def capture_targets(self, node: cst.Call, kind: CaptureKind, exprs: list, tensor_args: bool = False, helper: str = "") -> None:
         if self.engine.project.only_capturing:
