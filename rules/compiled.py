@@ -18,7 +18,7 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from cglint.engine.syntax import call_method, code_of, descendants, keyword, nearest_assignment, positional
-from cglint.engine.values import Kind
+from cglint.engine.values import Kind, output_root
 from cglint.rule import COMPILED, REPLAY, Hit, Rule
 from cglint.rules.control_flow import HostStateCondition, TensorCondition
 from cglint.rules.dynamic_shape import StaleHostSize
@@ -327,11 +327,31 @@ def _compiled_call_in(node: cst.CSTNode, ctx):
     its capture. A function CUDA-graph trees skip (see `_skipped`) runs eagerly: its outputs
     are fresh tensors and keeping them is safe."""
     for inner in [node, *descendants(node)]:
-        if isinstance(inner, cst.Call):
-            capture = ctx.compiled_capture(inner)
-            if capture is not None and not any(_skipped(t, ctx) for t in capture.targets):
-                return inner, capture
+        capture = _compiled_capture(inner, ctx)
+        if capture is not None:
+            return inner, capture
     return None, None
+
+
+def _compiled_capture(node: cst.CSTNode, ctx):
+    if not isinstance(node, cst.Call):
+        return None
+    capture = ctx.compiled_capture(node)
+    return capture if capture is not None and not any(_skipped(t, ctx) for t in capture.targets) else None
+
+
+def _kept_call(stored: cst.BaseExpression, ctx):
+    """The compiled call whose output `stored` still holds: the call itself or a view of it, also
+    as an item of a tuple or list (`(f(x), y)`), not a copy (`f(x).clone()`, `f(x).cpu()`)."""
+    root = output_root(stored)
+    if isinstance(root, (cst.Tuple, cst.List)):
+        for element in root.elements:
+            found = _kept_call(element.value, ctx)
+            if found[0] is not None:
+                return found
+        return None, None
+    capture = _compiled_capture(root, ctx)
+    return (root, capture) if capture is not None else (None, None)
 
 
 def _skipped(function, ctx) -> bool:
@@ -488,6 +508,16 @@ def compare(model, a, b):
         '''
 import torch
 
+def embed_all(model, batches):
+    encode = torch.compile(model, mode="reduce-overhead")
+    out = []
+    for x in batches:
+        out.append(encode(x).clone())
+    return torch.cat(out)
+''',
+        '''
+import torch
+
 def generate(model, tokens, steps):
     step = torch.compile(model, mode="reduce-overhead")
     all_tokens = []
@@ -518,7 +548,7 @@ def generate(model, tokens, steps):
             return
         if loop is not None and _marks_steps(loop, ctx):
             return
-        call, capture = _compiled_call_in(stored, ctx)
+        call, capture = _kept_call(stored, ctx)
         if call is None:
             name = _base_name(stored)
             if name is None:

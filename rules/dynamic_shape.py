@@ -60,7 +60,9 @@ def changing_number(read: cst.BaseExpression, ctx):
         # A local of unknown kind counts only through what it was computed from: `lr =
         # self.current_lr()` (project functions' results have no kind of their own).
         state = ctx.derived_state(local)
-    elif kind != Kind.HOST and not (kind == Kind.UNKNOWN and _closure_cell(read, ctx)):
+    elif kind != Kind.HOST and not (kind == Kind.UNKNOWN and (_closure_cell(read, ctx) or isinstance(read, cst.Subscript))):
+        # A named entry (`self.hp["scale"]`) assigned between replays is stale in the graph
+        # whether it holds a number or a tensor: an assignment replaces the object either way.
         return None
     else:
         state = ctx.changing_state(read, any_write=True)

@@ -39,9 +39,10 @@ def _operands(node: cst.CSTNode, ctx) -> list[cst.BaseExpression]:
         left, right = ctx.is_tensor(node.left), ctx.is_tensor(node.right)
         if left != right:
             return [node.right if left else node.left]
-        if not left and not right:
+        if not left and not right and not ctx.function.is_property:
             # `config.GUIDANCE * (cond - uncond)` with parameters of unknown kind: in captured
-            # code the operand that is not a known host value is almost always a tensor.
+            # code the operand that is not a known host value is almost always a tensor (not
+            # in a @property, which computes a host value: `0.5 * self.base_lr * (1 + cos(x))`).
             left_host, right_host = ctx.value(node.left).is_host, ctx.value(node.right).is_host
             if left_host != right_host:
                 return [node.left if left_host else node.right]

@@ -358,8 +358,9 @@ class Engine:
             keys = attribute_write_keys(target, scope)
         else:
             return
-        shared = isinstance(target, cst.Name) and (target.value not in scope.env or function.qualname == "<module>")
-        for key in item_keys(keys, item, shared):
+        # A container named by a variable is typically handed around (`Sampler(net, hp)` keeps
+        # `self.hp = hp`): its entry is that entry of whatever container a capture read.
+        for key in item_keys(keys, item, shared=isinstance(target, cst.Name)):
             self._host_writes.setdefault(key, []).append((function, after_capture, statement))
 
     def note_host_call(self, caller: FunctionInfo, callees: list, call: cst.Call, env: dict, after_capture: bool) -> None:

@@ -229,7 +229,7 @@ def _keys(leaf: cst.BaseExpression, declared: dict, function: FunctionInfo, scop
 def item_keys(keys: list[tuple], item: Optional[str], shared: bool = False) -> list[tuple]:
     """The keys of one named entry of the containers `keys` stand for (all of them if unnamed):
     `hparams["ent_coef"] = c` leaves a captured `hparams["clip"]` as it was. An entry of a
-    `shared` container (a module global, which models keep as `self.cfg = cfg`) is also the
+    `shared` container (a variable's, which models keep as `self.cfg = cfg`) is also the
     entry of that name of any container a capture read."""
     if item is None:
         return keys

@@ -31,6 +31,10 @@ class Scope:
         self.value_cache: dict[int, tuple] = {}
         self._self_name = function.params[0].name.value if function.is_method and function.params else None
 
+    def entry(self, function: FunctionInfo) -> "Scope":
+        """A scope of `function` as it starts, its parameters as their declarations say."""
+        return Scope(self.project, function, initial_env(self.project, function))
+
     # --- names -------------------------------------------------------------
     def qualname(self, expr: cst.BaseExpression) -> Optional[str]:
         """The fully qualified name an expression spells, if it names a module-level symbol."""

@@ -138,7 +138,9 @@ class StateFacts:
             for read in host_reads(value, source_scope):
                 if isinstance(read, cst.Name) and read.value in assigned and source_scope is not scope:
                     state = self.derived(read, source_scope, any_write, depth + 1)  # a local of the helper
-                elif evaluate(read, source_scope).kind == Kind.HOST:
+                elif evaluate(read, source_scope).kind == Kind.HOST or (
+                    isinstance(read, cst.Attribute) and source_scope.property_read(read) is not None  # `lr = self.schedule.lr`
+                ):
                     state = self.changing(read, source_scope, any_write, depth + 1, statement if source_scope is scope else None)
                 else:
                     continue

@@ -15,7 +15,7 @@ import libcst as cst
 
 from cglint.engine.api import tables
 from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo
-from cglint.engine.syntax import call_method, keyword, positional, item_name, reads, string_value
+from cglint.engine.syntax import call_method, descendants, item_name, keyword, positional, reads, string_value
 
 if TYPE_CHECKING:
     from cglint.engine.scope import Scope
@@ -268,6 +268,43 @@ def returned_closures(function: FunctionInfo, project) -> Value:
     return project.cached(("returned-closures", function.key), lambda: _closures(function), UNKNOWN)  # type: ignore[return-value]
 
 
+def returned_tensor(function: FunctionInfo, scope: "Scope") -> Value:
+    """A tensor where every `return` of the function returns a torch op's result
+    (`return torch.linalg.vector_norm(...)`), else unknown: `float(self._grad_norm())` syncs.
+    Told from the `ast` outline first, so that only such functions are parsed."""
+    if function.outline is None or not _returns_torch_calls(function):
+        return UNKNOWN
+    compute = lambda: _returned_tensor(function, scope.entry(function))  # noqa: E731
+    return scope.project.cached(("returned-tensor", function.key), compute, UNKNOWN)  # type: ignore[return-value]
+
+
+def _returns_torch_calls(function: FunctionInfo) -> bool:
+    import ast
+
+    returns, stack = [], list(function.outline.node.body)  # type: ignore[union-attr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Return):
+            returns.append(node.value)
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(node))
+    for value in returns:
+        root = value.func if isinstance(value, ast.Call) else None
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if not isinstance(root, ast.Name) or not function.module.imports.get(root.id, "").startswith("torch"):
+            return False
+    return bool(returns)
+
+
+def _returned_tensor(function: FunctionInfo, scope: "Scope") -> Value:
+    values = [evaluate(n.value, scope) for n in descendants(function.node) if isinstance(n, cst.Return) and n.value is not None]
+    kinds = {v.kind for v in values}
+    if len(kinds) == 1 and values[0].is_tensor:
+        return Value(values[0].kind, data=any(v.data for v in values))
+    return UNKNOWN
+
+
 def _closures(function: FunctionInfo) -> Value:
     node = function.node
     if not isinstance(node, cst.FunctionDef) or not isinstance(node.body, cst.IndentedBlock):
@@ -436,7 +473,8 @@ def _call_qualified(call: cst.Call, qualified: str, scope: "Scope") -> Value:
     if isinstance(definition, ClassInfo):
         return Value(Kind.OBJECT, targets=(definition,), tag=scope.class_tag(definition))
     if isinstance(definition, FunctionInfo):
-        return returned_closures(definition, scope.project)
+        closures = returned_closures(definition, scope.project)
+        return closures if closures is not UNKNOWN else returned_tensor(definition, scope)
     if isinstance(definition, ModuleInfo):
         return UNKNOWN
     if qualified in t.values.host_functions or qualified in t.values.host_builtins:
@@ -502,6 +540,9 @@ def _call_method(call: cst.Call, receiver: Value, name: str, scope: "Scope") -> 
             if member.kind == Kind.OBJECT and not member.is_class and not any(isinstance(t, FunctionInfo) for t in member.targets):
                 if member.tag in ("module", "module_container") or any(isinstance(t, ClassInfo) for t in member.targets):
                     return TENSOR
+            methods = [t for t in member.targets if isinstance(t, FunctionInfo)]
+            if len(methods) == 1:  # `norm = self._grad_norm()`
+                return returned_tensor(methods[0], scope)
         if receiver.tag == "numpy_rng":
             return Value(Kind.NUMPY, random=True)
         if receiver.tag == "python_rng":

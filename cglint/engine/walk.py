@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 import inspect
+from dataclasses import replace
 from typing import TYPE_CHECKING, Iterable, Iterator, Optional, Union
 
 import libcst as cst
@@ -31,6 +32,10 @@ from cglint.engine.values import HOST, UNKNOWN, Kind, Value, evaluate, truth
 
 if TYPE_CHECKING:
     from cglint.engine.checker import Engine, Job
+
+
+# The tag of a function value given as an argument that replays a graph when called.
+REPLAYS = "replays"
 
 
 class Mode(enum.Enum):
@@ -474,19 +479,32 @@ class Walker:
             if node.func.value in {p.name.value for p in self.function.params}:
                 self.engine.note_parameter_call(self.function, node.func.value)
 
-    def replays_when_called(self, value: Value) -> bool:
-        """A make_graphed_callables result, or a callable compiled with CUDA graphs."""
-        return value.tag == "graphed" or captures.compiled_site(value, self.scope) is not None
+    def replays_when_called(self, value: Value, passed: bool = False) -> bool:
+        """A make_graphed_callables result or a callable compiled with CUDA graphs; `passed` as
+        an argument, also a function that replays a graph (`run(actor.act, obs)`, where `act`
+        calls `self.graph.replay()`): a loop calling it is a replay loop. (A direct call of such
+        a function is not: its caller is the code around the replays, not a runner.)"""
+        if value.tag in ("graphed", REPLAYS) or captures.compiled_site(value, self.scope) is not None:
+            return True
+        return passed and any(
+            isinstance(t, FunctionInfo) and self.engine.calls_replay(t) and not self.engine.captures_in(t) for t in value.targets
+        )
 
     def pass_replaying_arguments(self, function: FunctionInfo, call: cst.Call, bound: bool) -> None:
         """`train(graphed, data)`: where `train` calls the parameter it gets `graphed` as, it
-        replays; its walk is given the argument so that it sees so."""
-        passed = {}
+        replays; its walk is given the arguments so that it sees so, and what its other calls run."""
+        passed, replaying = {}, set()
         for name, expr in self.arguments(function, call, bound):
-            value = self.scope.env.get(expr.value) if isinstance(expr, cst.Name) else None  # a cheap test first
-            if value is not None and value.kind is Kind.OBJECT and self.replays_when_called(value):
-                passed[name] = value
-        if passed and not self.engine.called(function).isdisjoint(passed):
+            root = expr.value if isinstance(expr, cst.Attribute) else expr  # `graphed`, `actor.act`
+            if not (isinstance(root, cst.Name) and root.value in self.scope.env):
+                continue  # a cheap test first: most arguments are no such callable
+            value = evaluate(expr, self.scope)
+            if value.kind is Kind.OBJECT and value.targets and not value.is_class:
+                passed[name] = value  # objects too: `model.freeze_normalizer()` between its replays
+                if self.replays_when_called(value, passed=True):
+                    replaying.add(name)
+                    passed[name] = value if value.tag else replace(value, tag=REPLAYS)  # seen as such in its walk
+        if replaying and not self.engine.called(function).isdisjoint(replaying):
             self.engine.discover_with(function, passed)
 
     def construction_argument(self, expr: cst.BaseExpression) -> Value:
