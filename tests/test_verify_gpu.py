@@ -266,6 +266,47 @@ def test_graphs_captured_in_a_loop_share_one_output_name(tmp_path):
     assert got == expected_markers(POOL_LOOP), (data["findings"], out.stderr)
 
 
+KEPT_STATIC = '''
+import torch
+
+class Rollout:
+    def __init__(self, net):
+        self.net = net
+        self.z = torch.zeros(8, 16, device="cuda")
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            net(self.z)
+        torch.cuda.current_stream().wait_stream(s)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.z_next = net(self.z)
+        self.outputs = [self.z_next]
+
+    def imagine(self, z0, steps):
+        latents, copies = [], []
+        self.z.copy_(z0)
+        for _ in range(steps):
+            self.graph.replay()
+            latents.append(self.z_next)  # expect: CG955
+            copies.append(self.z_next.clone())
+            self.z.copy_(self.z_next)
+        return latents, copies
+
+with torch.no_grad():
+    Rollout(torch.nn.Linear(16, 16).cuda()).imagine(torch.randn(8, 16, device="cuda"), 4)
+'''
+
+
+def test_static_output_kept_across_replays(tmp_path):
+    # The runner's own list of outputs (one each) and the clones are no finding; the list that
+    # gets the same static output from every replay is.
+    out = run_script(tmp_path, KEPT_STATIC)
+    data = json.loads(out.stdout)
+    got = {(f["code"], f["line"]) for f in data["findings"]}
+    assert got == expected_markers(KEPT_STATIC), (data["findings"], out.stderr)
+
+
 GRAPHED = '''
 import torch
 

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from cglint.verify.compiled import Collector
 
 OUTPUT_KEPT = code_of("compiled-output-kept-across-calls")
+STATIC_OUTPUT_KEPT = code_of("static-output-kept-across-replays")
 OVERWRITTEN = "overwritten by a subsequent run"  # torch's words for an output a later run replaced
 
 
@@ -97,6 +98,43 @@ class KeptOutputs:
             f"{frames.display_path(call.path)}:{call.line} returned its outputs in the same CUDA-graph memory, so it now "
             "reads that call's values",
             frames.Where(frame.f_code.co_filename, line), "seen when a later call overwrote it")
+
+
+def static_outputs_kept(recorder: Any, frame: Optional[FrameType], outputs: list, graph_label: str) -> None:
+    """Before a replay of a captured graph: a container in the replaying frames (a local, or an
+    attribute of the user's object) that holds one of the graph's static outputs, or a view of
+    it, twice or more. Each replay writes the outputs in place, so what was appended after one
+    replay is overwritten by the next (`latents.append(self.z_next)` in the loop that replays).
+    Holding it once may be the runner's own bookkeeping (`self.outputs = [y]`); twice is an
+    output kept across replays (CG955), reported where the code stores into the container."""
+    ranges = [r for r in map(_memory, outputs) if r is not None]
+    while ranges and frame is not None:
+        if frames.is_user_code(frame.f_code):
+            for name, value in list(frame.f_locals.items()):
+                held = [(None, value)] + (list(vars(value).items()) if _user_object(value) else [])
+                for attr, item in held:
+                    if _holds_twice(item, ranges, KeptOutputs.CONTAINER_TAIL):
+                        holder = f"`{name}.{attr}`" if attr else f"`{name}`"
+                        line = _store_line(frame.f_code, name, attr) or frame.f_lineno
+                        recorder.observe_at(
+                            STATIC_OUTPUT_KEPT,
+                            f"{holder} holds the static output of the graph captured at {graph_label} from more than one "
+                            "replay; every replay writes its outputs into the same memory, so all of them hold the newest "
+                            "values (keep `.clone()`s)",
+                            frames.Where(frame.f_code.co_filename, line), evidence="seen at replay")
+        frame = frame.f_back
+
+
+def _holds_twice(value: Any, ranges: list[tuple[int, int]], tail: int) -> bool:
+    from collections import deque
+
+    if isinstance(value, (list, deque)):
+        items = list(value)[-tail:]
+    elif isinstance(value, dict):
+        items = list(value.values())[-tail:]
+    else:
+        return False
+    return any(sum(_is_stale(item, [r]) for item in items) >= 2 for r in ranges)
 
 
 # --- helpers: tensors and memory -----------------------------------------------------------

@@ -146,6 +146,10 @@ class Watch:
     def _on_free(self, _ref: Any) -> None:
         self.freed = True
 
+    def outputs(self) -> list[torch.Tensor]:
+        """The graph's static outputs that are still alive."""
+        return [t for t in (r.ref() for r in self.named if r.output) if t is not None]
+
     def __bool__(self) -> bool:
         return bool(self.named or self.unnamed)
 

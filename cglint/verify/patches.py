@@ -20,6 +20,7 @@ from cglint.verify import rule_codes as rc
 from cglint.verify.attributes import Patched
 from cglint.verify.capture import (BUILT_AT, CaptureMonitor, pool_bytes, record_failed_call, region_kind,
                                    release_pool, reset_after_failure)
+from cglint.verify.kept_outputs import static_outputs_kept
 from cglint.verify.recorder import Recorder
 from cglint.verify.session import GraphInfo, Session
 
@@ -111,6 +112,7 @@ def install(session: Session) -> None:
                 explained = held.check(recorder, frame) if held is not None else set()
                 if reads:
                     reads.check(recorder, frame, self._cglint_site, explained)
+                    static_outputs_kept(recorder, frame, reads.outputs(), self._cglint_site)
                 if recorder.observations:
                     session.recorders.append(recorder)
                     session.changed()
