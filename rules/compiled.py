@@ -429,7 +429,8 @@ class CompiledOutputKept(Rule):
     summary = "Keeps an output of a function compiled with CUDA graphs past its next call without `.clone()`."
     message = (
         "`{output}`, an output of `{call}`, is used after the next call of the compiled function (at `{expr}`); "
-        "that call's replay writes its outputs into the same CUDA-graph memory, so the kept tensor silently changes"
+        "that call's replay writes its outputs into the same CUDA-graph memory, so the kept tensor silently changes "
+        "(or reading it raises, where the call recorded a new graph)"
     )
     fix_hint = "Keep a copy (`{output}.clone()`), or call `torch.compiler.cudagraph_mark_step_begin()` before each call so that reading an overwritten output raises an error."
     why = """With `mode="reduce-overhead"` the outputs of a compiled call live in the CUDA-graph
@@ -438,7 +439,10 @@ class CompiledOutputKept(Rule):
     or held in a variable while the function is called again) then holds the newest
     results, not its own, and nothing raises. On a GPU (H100), appending the outputs of a
     compiled function to a list in a loop gave results that differed from eager by up to
-    1.25. `.clone()` copies the output out of the pool;
+    1.25. Where the later call records a new graph instead of replaying (a new input shape,
+    the first calls), torch invalidates the old outputs and reading one raises "accessing
+    tensor output of CUDAGraphs that has been overwritten by a subsequent run" (H200, a
+    multistep solver keeping the previous step's output). `.clone()` copies the output out of the pool;
     `torch.compiler.cudagraph_mark_step_begin()` before each call makes a read of an
     overwritten output raise an error instead."""
     nodes = (cst.Call, cst.Name)
@@ -478,6 +482,22 @@ class ChunkScorer:
     def push(self, chunk):
         out = self.fn(chunk)
         self.scores.append(out)  # expect: CG956
+''',
+        '''
+import torch
+
+def solve(model, x, sigmas):
+    denoise = torch.compile(model, mode="reduce-overhead")
+    old = None
+    for s in sigmas:
+        out = denoise(x)
+        if old is None:
+            d = out
+        else:
+            d = 1.5 * out - 0.5 * old  # expect: CG956
+        x = x - s * d
+        old = out
+    return x
 ''',
     )
     valid = (
@@ -566,12 +586,14 @@ def generate(model, tokens, steps):
     def _read_after_next_call(self, node: cst.Name, ctx):
         """`a = f(x); b = f(y); use(a)`: `a` read after a later call of the same function."""
         statement = ctx.statement
-        if statement is None or _is_bound_here(node, statement):
+        if statement is None or _is_bound_here(node, statement) or _identity_test(node, statement):
             return
         before = ctx.before()
         bound_at, capture = _binding(node.value, before, ctx)
         if capture is None:
-            return
+            bound_at, capture = None, _carried(node, ctx)
+            if capture is None:
+                return
         for stmt in before:
             if stmt is bound_at:
                 return
@@ -581,6 +603,32 @@ def generate(model, tokens, steps):
             if other is capture:
                 yield Hit(node, {"output": node.value, "call": code_of(call.func)}, capture)
                 return
+
+
+def _identity_test(node: cst.Name, statement: cst.CSTNode) -> bool:
+    """`if old is None:` reads which object the name holds, not the tensor's memory."""
+    scope = statement.test if isinstance(statement, (cst.If, cst.While)) else statement
+    return any(
+        isinstance(n, cst.Comparison) and n.left is node and all(isinstance(c.operator, (cst.Is, cst.IsNot)) for c in n.comparisons)
+        for n in (scope, *descendants(scope))
+    )
+
+
+def _carried(node: cst.Name, ctx):
+    """`old = out` at the end of a loop's body, where `out = f(x)` earlier in it: read by the
+    next iteration (`d = 1.5 * out - 0.5 * old`, a multistep solver), `old` holds the previous
+    call's output. The capture of that call, or None."""
+    loop = next((s for s in ctx.enclosing(node) if isinstance(s, (cst.For, cst.While))), None)
+    if loop is None:
+        return None
+    found = nearest_assignment(node.value, [s for s in ctx.after(node) if _within(s, loop)])
+    if found is None:
+        return None
+    stmt, value = found
+    if isinstance(value, cst.Name):
+        _, capture = _binding(value.value, ctx.before(stmt), ctx)
+        return capture
+    return _compiled_capture(value, ctx)
 
 
 def _within(stmt: cst.CSTNode, outer: cst.CSTNode) -> bool:

@@ -488,13 +488,14 @@ class Engine:
                     self._guarded(module, lambda: Walker(self, function, env, Mode.DISCOVER).run())
         return self._constructions.get(id(cls), [])
 
-    def note_compiled_names(self, targets: Iterable[cst.BaseExpression]) -> None:
-        """Names bound to callables compiled with CUDA graphs (`self.step = torch.compile(...)`):
-        the functions that call them are found by a second scan, like capture helpers."""
-        for target in targets:
-            name = target.attr.value if isinstance(target, cst.Attribute) else target.value if isinstance(target, cst.Name) else None
-            if name:
-                self._compiled_names.add(name)
+    def note_compiled_names(self, names: Iterable[str]) -> None:
+        """Names bound to callables compiled with CUDA graphs (`self.step = torch.compile(...)`,
+        or an attribute a constructor stores one in): the functions that call them are found
+        by a second scan, like capture helpers."""
+        self._compiled_names.update(name for name in names if name)
+
+    def is_compiled_name(self, name: Optional[str]) -> bool:
+        return bool(name) and name in self._compiled_names
 
     def note_replay(self, function: FunctionInfo) -> None:
         self._replayers[function.key] = function

@@ -26,8 +26,8 @@ from cglint.engine.context import Context
 from cglint.engine.definitions import ClassInfo, FunctionInfo
 from cglint.engine.scope import Scope, config_field, config_parameter
 from cglint.engine.phases import ends_with, fills_searched_cache, initializes_once, returns_once_filled, suite_body
-from cglint.engine.syntax import (SCOPES, assigned_names, call_method, children, code_of, descendants, dotted_name,
-                                  positional)
+from cglint.engine.syntax import (SCOPES, assigned_names, call_method, callee_name, children, code_of, descendants,
+                                  dotted_name, positional)
 from cglint.engine.values import HOST, UNKNOWN, Kind, Value, evaluate, truth
 
 if TYPE_CHECKING:
@@ -173,7 +173,7 @@ class Walker:
             for target in node.targets:
                 self.bind(target.target, value, node.value)
             if self.mode is Mode.DISCOVER and captures.compiled_site(value, self.scope) is not None:
-                self.engine.note_compiled_names(n for t in node.targets for n in assigned_names(t.target))
+                self.engine.note_compiled_names(_bound_name(n) for t in node.targets for n in assigned_names(t.target))
         elif isinstance(node, cst.AnnAssign):
             if node.value is not None:
                 self.expr(node.value)
@@ -457,6 +457,10 @@ class Walker:
                 # in this function (a script, a serving loop): library `replay()` wrappers
                 # would cost a second walk each for nothing.
                 self.engine.defer(self.function, self.initial_env)
+            elif not resolved and self.engine.project.only_capturing and self.engine.is_compiled_name(callee_name(node.func)):
+                # `self.denoiser(x, s)`, the attribute a constructor stores a compiled model in:
+                # its value comes from the constructor's callers, known once every module is.
+                self.engine.defer(self.function, self.initial_env)
             if (call_method(node) or (None, ""))[1] in ("train", "eval"):
                 self.engine.note_mode_switch(self.function, self.after_capture)
         for function, bound in callees:
@@ -506,6 +510,10 @@ class Walker:
                     passed[name] = value if value.tag else replace(value, tag=REPLAYS)  # seen as such in its walk
         if replaying and not self.engine.called(function).isdisjoint(replaying):
             self.engine.discover_with(function, passed)
+        if replaying and function.name == "__init__":  # `DPMSolver(compiled_model)` keeps it as `self.denoiser`
+            self.engine.note_compiled_names(
+                w.attr for w in function.self_writes() if isinstance(w.value, cst.Name) and w.value.value in replaying
+            )
 
     def construction_argument(self, expr: cst.BaseExpression) -> Value:
         """What a constructor is given: `DynamicLossScaler(cfg.init_scale)` passes a number
@@ -645,3 +653,10 @@ class Walker:
             # function that replays a graph captured elsewhere (a runner's __call__).
             if self.engine.runs_replay_rules(self.function, self.after_capture):
                 self.engine.run_rules(self.engine.replay_rules, node, self)
+
+
+def _bound_name(target: cst.BaseExpression) -> str:
+    """`step` for `step` and for `self.step`."""
+    if isinstance(target, cst.Attribute):
+        return target.attr.value
+    return target.value if isinstance(target, cst.Name) else ""
