@@ -354,6 +354,8 @@ class Engine:
             return  # saved, changed and put back before the function returns
         if isinstance(target, cst.Name):
             keys = [("name", function.key, target.value)]
+            if target.value in function.declared_globals:  # `global SCALE` in main(), then `SCALE = s` in its replay loop
+                keys.append(("global", function.module.name, target.value))
         elif isinstance(target, cst.Attribute):
             keys = attribute_write_keys(target, scope)
         else:

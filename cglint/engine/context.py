@@ -275,10 +275,7 @@ class Context:
 
     def declared_global(self, name: str) -> bool:
         """Whether the current function declares `global name` (so writing it changes module state)."""
-        return any(
-            isinstance(node, cst.Global) and any(n.name.value == name for n in node.names)
-            for node in descendants(self._walker.function.node)
-        )
+        return name in self._walker.function.declared_globals
 
     def origin_argument(self, value: Value, index: int, name: str) -> Optional[tuple[cst.BaseExpression, Value]]:
         """An argument of the constructor call an object came from, with its value (resolved

@@ -49,6 +49,7 @@ class FunctionInfo:
         self._own_key = load_header is not None  # keyed by identity: the header may never be parsed
         self.outline = outline
         self._writes: Optional[list[AttrWrite]] = None
+        self._globals: Optional[frozenset] = None
 
     def __repr__(self) -> str:
         return f"<function {self.module.name}.{self.qualname}>"
@@ -117,6 +118,16 @@ class FunctionInfo:
         if isinstance(node.body, cst.IndentedBlock):
             return list(node.body.body)
         return list(node.body.body)  # a one-line `def f(): return x`
+
+    @property
+    def declared_globals(self) -> frozenset:
+        """The names its `global` statements declare (nested functions' included)."""
+        if self._globals is None:
+            if self.outline is not None and not self.outline.facts.declares_global:
+                self._globals = frozenset()  # known from `ast`, without parsing the body
+            else:
+                self._globals = frozenset(n.name.value for d in descendants(self.node) if isinstance(d, cst.Global) for n in d.names)
+        return self._globals
 
     def self_writes(self) -> list["AttrWrite"]:
         if self._writes is None:

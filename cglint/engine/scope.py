@@ -85,6 +85,11 @@ class Scope:
         module = self.project.module(module_name, self.module) if module_name else None
         if module is not None and attr in module.globals:
             return self.project_global(module, attr)
+        owner = self.project.resolve(module_name, self.module) if module is None and module_name else None
+        if isinstance(owner, ClassInfo):  # `Config.scale`, a class attribute
+            value = self.class_member(owner, attr)
+            if value.kind != Kind.UNKNOWN:
+                return value
         if qualified.startswith("torch.") and attr in _DTYPES:
             return Value(Kind.HOST, qualname=qualified)
         return Value(Kind.OBJECT, qualname=qualified)

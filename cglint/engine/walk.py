@@ -26,8 +26,8 @@ from cglint.engine.context import Context
 from cglint.engine.definitions import ClassInfo, FunctionInfo
 from cglint.engine.scope import Scope, config_field, config_parameter
 from cglint.engine.phases import ends_with, fills_searched_cache, initializes_once, returns_once_filled, suite_body
-from cglint.engine.syntax import (SCOPES, assigned_names, call_method, callee_name, children, code_of, descendants,
-                                  dotted_name, positional)
+from cglint.engine.syntax import (SCOPES, assigned_names, call_method, callee_name, children, code_of, dotted_name,
+                                  positional)
 from cglint.engine.values import HOST, UNKNOWN, Kind, Value, evaluate, truth
 
 if TYPE_CHECKING:
@@ -239,15 +239,10 @@ class Walker:
             return self.stateful(expr.value)
         if isinstance(expr, cst.Attribute):
             return True
-        return isinstance(expr, cst.Name) and (expr.value in self.declared_globals() or expr.value not in self.scope.env)
+        return isinstance(expr, cst.Name) and (expr.value in self.function.declared_globals or expr.value not in self.scope.env)
 
     def project_callees(self, call: cst.Call) -> list[FunctionInfo]:
         return [function for function, _ in self.callees(call)]
-
-    def declared_globals(self) -> frozenset:
-        return self.engine.project.cached(("globals-declared", self.function.key), lambda: frozenset(
-            name.name.value for n in descendants(self.function.node) if isinstance(n, cst.Global) for name in n.names
-        ), frozenset())  # type: ignore[return-value]
 
     def dead_while_capturing(self, test: cst.BaseExpression) -> Optional[str]:
         """In a region, the branch of `if [not] torch.cuda.is_current_stream_capturing():` that
