@@ -123,10 +123,14 @@ def string_value(node: Optional[cst.BaseExpression]) -> Optional[str]:
 
 
 def item_name(node: cst.BaseExpression) -> Optional[str]:
-    """`"ent_coef"` for `hparams["ent_coef"]`: an entry of a container named by a string."""
+    """`"ent_coef"` for `hparams["ent_coef"]`, `"[0]"` for `coefs[0]`: an entry of a container
+    named by a literal."""
     if not isinstance(node, cst.Subscript) or len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
         return None
-    return string_value(node.slice[0].slice.value)
+    index = node.slice[0].slice.value
+    if isinstance(index, cst.Integer):
+        return f"[{index.value}]"
+    return string_value(index)
 
 
 def is_true(node: Optional[cst.BaseExpression]) -> bool:

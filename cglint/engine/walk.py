@@ -27,7 +27,7 @@ from cglint.engine.definitions import ClassInfo, FunctionInfo
 from cglint.engine.scope import Scope, config_field, config_parameter
 from cglint.engine.phases import ends_with, fills_searched_cache, initializes_once, returns_once_filled, suite_body
 from cglint.engine.syntax import (SCOPES, assigned_names, call_method, callee_name, children, code_of, dotted_name,
-                                  positional)
+                                  positional, string_value)
 from cglint.engine.values import HOST, UNKNOWN, Kind, Value, evaluate, truth
 
 if TYPE_CHECKING:
@@ -442,6 +442,8 @@ class Walker:
         callees = self.callees(node)
         if not self.in_region and self.replays_when_called(evaluate(node.func, self.scope)):
             self.engine.note_replay(self.function)  # calling a graphed or compiled callable replays its graphs
+        if not self.in_region and self.mode is Mode.DISCOVER:
+            self.note_setattr(node)
         if not self.in_region:
             resolved = [function for function, _ in callees]
             self.engine.note_host_call(self.function, resolved, node, {} if resolved else dict(self.scope.env), self.after_capture)
@@ -477,6 +479,15 @@ class Walker:
         if self.in_region and isinstance(node.func, cst.Name):
             if node.func.value in {p.name.value for p in self.function.params}:
                 self.engine.note_parameter_call(self.function, node.func.value)
+
+    def note_setattr(self, node: cst.Call) -> None:
+        """`setattr(model, "temperature", t)` writes `model.temperature` like an assignment."""
+        args = positional(node)
+        if len(args) == 3 and isinstance(node.func, cst.Name) and node.func.value == "setattr":
+            name = string_value(args[1])
+            if name is not None and name.isidentifier():
+                target = cst.Attribute(args[0], cst.Name(name))
+                self.engine.note_host_write(self.function, target, self.after_capture, self.scope, self.statement)
 
     def replays_when_called(self, value: Value, passed: bool = False) -> bool:
         """A make_graphed_callables result or a callable compiled with CUDA graphs; `passed` as
