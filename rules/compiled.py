@@ -375,7 +375,7 @@ def _skipped(function, ctx) -> bool:
     return False
 
 
-def _outlives_the_call(container: cst.BaseExpression, ctx) -> bool:
+def outlives_the_call(container: cst.BaseExpression, ctx) -> bool:
     """A container kept on the object or the module (`self.chunk_logp.append(out)` in a
     `push()` that runs once per chunk): the next call of the method calls the compiled
     function again while the container still holds this output."""
@@ -564,7 +564,7 @@ def generate(model, tokens, steps):
         if stored is None:
             return
         loop = next((s for s in ctx.enclosing(node) if isinstance(s, (cst.For, cst.While))), None)
-        if loop is None and not _outlives_the_call(method[0], ctx):
+        if loop is None and not outlives_the_call(method[0], ctx):
             return
         if loop is not None and _marks_steps(loop, ctx):
             return

@@ -56,6 +56,10 @@ def changing_number(read: cst.BaseExpression, ctx):
     (`+=`) or changed in the replay loop."""
     kind = ctx.value(read).kind
     local = read.value if isinstance(read, cst.Subscript) else read  # `opts["scale"]` of a local `opts`
+    if isinstance(read, cst.Subscript) and isinstance(local, cst.Name) and ctx.is_local(local.value):
+        source = ctx.local_source(local)
+        if isinstance(source, cst.Attribute):  # `knobs = self.ctx.knobs`, then `knobs["temperature"]`
+            read = local = read.with_changes(value=source)
     if kind == Kind.UNKNOWN and isinstance(local, cst.Name) and ctx.is_local(local.value):
         # A local of unknown kind counts only through what it was computed from: `lr =
         # self.current_lr()` (project functions' results have no kind of their own).

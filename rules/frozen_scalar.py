@@ -47,6 +47,8 @@ def _operands(node: cst.CSTNode, ctx) -> list[cst.BaseExpression]:
             if left_host != right_host:
                 return [node.left if left_host else node.right]
         return []
+    if isinstance(node, cst.AugAssign):  # `logp[..., blank] -= self.penalty`: an in-place kernel
+        return [node.value] if ctx.is_tensor(node.target) and not ctx.is_tensor(node.value) else []
     if isinstance(node, cst.Subscript):  # x[self.pos]: an index chosen on the host
         if ctx.is_tensor(node.value):
             return [e.slice.value for e in node.slice if isinstance(e.slice, cst.Index)]
@@ -70,7 +72,7 @@ class FrozenHostValue(Rule):
     using the value from capture time: a temperature that never changes, a step count
     stuck at its first value, a schedule that has no effect. No error is raised."""
     fix_safety = "Not safe to automate: the device tensor must be created before capture and refreshed in place."
-    nodes = (cst.BinaryOperation, cst.Call, cst.Subscript)
+    nodes = (cst.BinaryOperation, cst.Call, cst.Subscript, cst.AugAssign)
     invalid = (
         '''
 import torch

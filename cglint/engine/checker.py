@@ -103,8 +103,9 @@ class Engine:
         self._replayers: dict[int, FunctionInfo] = {}  # functions that call replay() or a compiled function
         self._compiled_names: set[str] = set()
         self._host_writes: dict[tuple, list] = {}
-        self._capturing_callers: set[int] = set()
+        self._capturing_callers: dict[int, FunctionInfo] = {}  # functions that capture through a call
         self._host_calls: list[tuple] = []  # (caller, callees or None, call, env, after_capture)
+        self._calls_by_caller: dict[int, list[tuple]] = {}  # caller key -> (resolved callees, call)
         self._replay_writes: Optional[dict[tuple, list[FunctionInfo]]] = None  # _writes_between_replays
         self._runners: Optional[tuple] = None  # (state, runner_methods, runner callers' keys)
         self._preludes: Optional[tuple] = None  # (replayers counted, {key: method}) of _replay_preludes
@@ -370,6 +371,8 @@ class Engine:
         could not resolve is resolved again when first asked about (discovery runs before
         every module is loaded), with the caller's variables as they were at the call."""
         self._host_calls.append((caller, callees or None, call, env, after_capture))
+        if callees:
+            self._calls_by_caller.setdefault(caller.key, []).append((callees, call))
         self._replay_writes = None
 
     def note_mode_switch(self, function: FunctionInfo, after_capture: bool) -> None:
@@ -379,7 +382,7 @@ class Engine:
     def note_capture_call(self, function: FunctionInfo) -> None:
         """`function` captures through a call (`capture_graph(model, x)`): its code before
         that call runs before the capture."""
-        self._capturing_callers.add(function.key)
+        self._capturing_callers[function.key] = function
 
     def between_replays(self, function: FunctionInfo, after_capture: bool) -> bool:
         """Whether code of `function` runs between replays: after a capture in it, or in a
@@ -689,6 +692,8 @@ class Engine:
             loops: list[tuple[int, int]] = []
             open_loops: list[tuple[cst.CSTNode, int]] = []
             nodes = function.body if not isinstance(function.node, cst.Module) else list(function.node.body)
+            # `step(images, masks)` where `step` is a runner whose __call__ replays: a replay too.
+            running = {id(call) for callees, call in self._calls_by_caller.get(key, ()) if any(map(self.calls_replay, callees))}
             for top in nodes:
                 for node in [top, *descendants(top)]:
                     if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
@@ -700,6 +705,8 @@ class Engine:
                             replays.append(len(index) - 1)
                         else:
                             begins[id(node)] = len(index) - 1
+                    elif type(node) is cst.Call and id(node) in running:
+                        replays.append(len(index) - 1)
             for loop, start in open_loops:
                 end = max(index[id(n)] for n in descendants(loop) if id(n) in index) if any(id(n) in index for n in descendants(loop)) else start
                 loops.append((start, end))
@@ -715,6 +722,9 @@ class Engine:
         for module in self._modules if callers else ():
             found.update((f.key, f) for f in [module.body_function, *module.all_functions()] if f.key in callers)
         found.update(self._replay_preludes())
+        # `step = GraphedIteration(model, opt, ...)`, then `step(x)` and `sched.step()` in a loop:
+        # what follows a call that captures runs between replays.
+        found.update(self._capturing_callers)
         return list(found.values())
 
     def _replay_preludes(self) -> dict[int, FunctionInfo]:

@@ -10,8 +10,7 @@ from cglint.engine.api import tables
 from cglint.engine import captures
 from cglint.engine.captures import Capture, CaptureKind, capture_method
 from cglint.engine.definitions import ClassInfo, FunctionInfo
-from cglint.engine.scope import Scope
-from cglint.engine.syntax import call_method, code_of, descendants
+from cglint.engine.syntax import call_method, code_of, descendants, nearest_assignment
 from cglint.engine.values import Kind, Value, evaluate, host_reads, output_root, to_device
 
 if TYPE_CHECKING:
@@ -273,6 +272,11 @@ class Context:
         """Whether `name` is bound in the current function so far (parameters included)."""
         return name in self._walker.scope.env and not isinstance(self._walker.function.node, cst.Module)
 
+    def local_source(self, name: cst.Name) -> Optional[cst.BaseExpression]:
+        """What the local `name` was last assigned before the current statement, if anything."""
+        found = nearest_assignment(name.value, self.before())
+        return found[1] if found is not None else None
+
     def declared_global(self, name: str) -> bool:
         """Whether the current function declares `global name` (so writing it changes module state)."""
         return name in self._walker.function.declared_globals
@@ -289,7 +293,7 @@ class Context:
             expr = args[index] if 0 <= index < len(args) else None
         if expr is None:
             return None
-        scope = self._walker.scope if origin.function is self._walker.function else Scope(self._walker.engine.project, origin.function)
+        scope = self._walker.scope if origin.function is self._walker.function else self._walker.scope.assigned(origin.function)
         return expr, evaluate(expr, scope)
 
     def _node(self, node: Optional[cst.CSTNode]) -> cst.CSTNode:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
+from cglint.engine.api import tables
 from cglint.engine.definitions import FunctionInfo
 from cglint.engine.phases import initializes_once, suite_nodes
 from cglint.engine.syntax import assigned_names, call_method, code_of, descendants, item_name
@@ -69,6 +70,9 @@ def _scan(project: "Project", function: FunctionInfo, depth: int) -> frozenset:
             method = call_method(current)
             if method is not None and method[1] in _MODE_SWITCHES and _mode_key(code_of(method[0], 400)) not in restored:
                 found.add(attribute_key("training"))
+            if method is not None and method[1] in tables().host_effect.entry_methods and isinstance(method[0], cst.Attribute):
+                scope = scope or Scope(project, function, initial_env(project, function))
+                found.update(attribute_write_keys(method[0], scope))  # `self.ctx.knobs.update(arm)`
             if depth > 1:
                 scope = scope or Scope(project, function, initial_env(project, function))
                 for callee in _callees(project, scope, current):

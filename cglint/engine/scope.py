@@ -31,9 +31,17 @@ class Scope:
         self.value_cache: dict[int, tuple] = {}
         self._self_name = function.params[0].name.value if function.is_method and function.params else None
 
-    def entry(self, function: FunctionInfo) -> "Scope":
-        """A scope of `function` as it starts, its parameters as their declarations say."""
-        return Scope(self.project, function, initial_env(self.project, function))
+    def returned(self, function: FunctionInfo) -> Value:
+        """What `function` returns (function_values), computed once."""
+        return self._function_values(function)[1]
+
+    def assigned(self, function: FunctionInfo) -> "Scope":
+        """A scope of `function` with its locals as last assigned (function_values)."""
+        return self._function_values(function)[0]
+
+    def _function_values(self, function: FunctionInfo) -> tuple["Scope", Value]:
+        pending = (Scope(self.project, function), UNKNOWN)
+        return self.project.cached(("function-values", function.key), lambda: function_values(self.project, function), pending)  # type: ignore[return-value]
 
     # --- names -------------------------------------------------------------
     def qualname(self, expr: cst.BaseExpression) -> Optional[str]:
@@ -134,7 +142,7 @@ class Scope:
     def class_member(self, cls: ClassInfo, attr: str) -> Value:
         method = self.project.method(cls, attr)
         if method is not None and method.is_property:
-            return self.project.cached(("property", method.key), lambda: _property_value(self.project, method), UNKNOWN)  # type: ignore[return-value]
+            return self.returned(method)
         if method is not None:
             return Value(Kind.OBJECT, targets=(method,))
         return self.project.cached(("attr", id(cls), attr), lambda: self._attr_value(cls, attr), UNKNOWN)
@@ -301,19 +309,34 @@ def initial_env(project: Project, function: FunctionInfo, args: Optional[dict[st
     return env
 
 
-def _property_value(project: Project, function: FunctionInfo) -> Value:
-    """What reading a `@property` gives: its returns, with its locals assigned in order
-    (`frac = self.step / self.total` then `return self.w0 + (self.w1 - self.w0) * frac`)."""
+def function_values(project: Project, function: FunctionInfo) -> tuple["Scope", Value]:
+    """A function's locals, assigned in order, and what it returns (`frac = self.step /
+    self.total` then `return self.w0 + (self.w1 - self.w0) * frac`; `boxes, scores = ...` then
+    `return boxes, scores`, a tuple whose items are known; `return opt, sched`, torch objects).
+    Its parameters are what their declarations say."""
     env = initial_env(project, function)
     scope = Scope(project, function, env)
+    signature = function.header if function.header is not None else function.node
+    returns = getattr(signature, "returns", None)
+    declared = HOST if returns is not None and isinstance(returns.annotation, cst.Name) and returns.annotation.value in _NUMBER_TYPES else None
     result: Optional[Value] = None
     for node in descendants(function.node):
-        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
-            env[node.targets[0].target.value] = evaluate(node.value, scope)
-        elif isinstance(node, cst.Return) and node.value is not None:
+        if isinstance(node, cst.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0].target, evaluate(node.value, scope)
+            if isinstance(target, cst.Name):
+                env[target.value] = value
+            elif isinstance(target, (cst.Tuple, cst.List)):
+                for index, element in enumerate(target.elements):
+                    if isinstance(element.value, cst.Name):
+                        item = value.items[index] if index < len(value.items) else Value(value.kind) if value.is_tensor else UNKNOWN
+                        env[element.value.value] = item
+        elif isinstance(node, cst.Return) and node.value is not None and declared is None:
             current = evaluate(node.value, scope)
+            if isinstance(node.value, cst.Tuple):
+                items = tuple(evaluate(e.value, scope) for e in node.value.elements)
+                current = Value(Kind.OBJECT, items=items) if any(i.is_tensor or i.tag for i in items) else current
             result = current if result is None else join(result, current)
-    return result or UNKNOWN
+    return scope, declared or result or UNKNOWN  # `def alpha(self) -> float:` says what it returns
 
 
 def _kind_only(value: Value) -> Value:

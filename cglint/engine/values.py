@@ -15,7 +15,7 @@ import libcst as cst
 
 from cglint.engine.api import tables
 from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo
-from cglint.engine.syntax import call_method, descendants, item_name, keyword, positional, reads, string_value
+from cglint.engine.syntax import call_method, item_name, keyword, positional, reads, string_value
 
 if TYPE_CHECKING:
     from cglint.engine.scope import Scope
@@ -269,18 +269,33 @@ def returned_closures(function: FunctionInfo, project) -> Value:
 
 
 def returned_tensor(function: FunctionInfo, scope: "Scope") -> Value:
-    """A tensor where every `return` of the function returns a torch op's result
-    (`return torch.linalg.vector_norm(...)`), else unknown: `float(self._grad_norm())` syncs.
-    Told from the `ast` outline first, so that only such functions are parsed."""
-    if function.outline is None or not _returns_torch_calls(function):
+    """What a project function returns where that is tensors or torch objects: a tensor
+    (`return torch.linalg.vector_norm(...)`: `float(self._grad_norm())` syncs), an optimizer,
+    or a tuple with such items (`return boxes, scores`; `return opt, sched`); else unknown.
+    Told from the `ast` outline first, so that only functions that may return tensors are parsed."""
+    if function.outline is None or not _may_return_tensors(function):
         return UNKNOWN
-    compute = lambda: _returned_tensor(function, scope.entry(function))  # noqa: E731
-    return scope.project.cached(("returned-tensor", function.key), compute, UNKNOWN)  # type: ignore[return-value]
+    value = scope.returned(function)
+    if value.is_tensor:
+        return Value(value.kind, data=value.data)
+    if value.tag in _TORCH_OBJECTS:  # `return torch.optim.SGD(...)`
+        return value
+    return value if any(i.is_tensor or i.tag in _TORCH_OBJECTS for i in value.items) else UNKNOWN
 
 
-def _returns_torch_calls(function: FunctionInfo) -> bool:
+# Tags of torch objects a helper may build and return (`opt, sched = build_optim(model)`);
+# project modules (tag "module") are left to how their construction is seen.
+_TORCH_OBJECTS = frozenset({"optimizer", "lr_scheduler", "grad_scaler", "stream", "event", "graph", "generator", "compiled", "graphed"})
+
+
+def _may_return_tensors(function: FunctionInfo) -> bool:
+    """Every `return` gives a torch op's result, a name or a tuple of those, and the function
+    calls torch: an `ast` test that keeps most helpers (returning flags, strings, None) unparsed."""
     import ast
 
+    torch_names = {local for local, qualified in function.module.imports.items() if qualified.split(".")[0] == "torch"}
+    if not torch_names or not function.outline.mentions(torch_names):  # type: ignore[union-attr]
+        return False
     returns, stack = [], list(function.outline.node.body)  # type: ignore[union-attr]
     while stack:
         node = stack.pop()
@@ -288,21 +303,19 @@ def _returns_torch_calls(function: FunctionInfo) -> bool:
             returns.append(node.value)
         elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             stack.extend(ast.iter_child_nodes(node))
-    for value in returns:
+
+    def tensor_like(value) -> bool:
+        if isinstance(value, ast.Name):
+            return True
         root = value.func if isinstance(value, ast.Call) else None
         while isinstance(root, ast.Attribute):
             root = root.value
-        if not isinstance(root, ast.Name) or not function.module.imports.get(root.id, "").startswith("torch"):
-            return False
-    return bool(returns)
+        return isinstance(root, ast.Name) and root.id in torch_names
 
-
-def _returned_tensor(function: FunctionInfo, scope: "Scope") -> Value:
-    values = [evaluate(n.value, scope) for n in descendants(function.node) if isinstance(n, cst.Return) and n.value is not None]
-    kinds = {v.kind for v in values}
-    if len(kinds) == 1 and values[0].is_tensor:
-        return Value(values[0].kind, data=any(v.data for v in values))
-    return UNKNOWN
+    return bool(returns) and all(
+        value is not None and (all(map(tensor_like, value.elts)) if isinstance(value, ast.Tuple) else tensor_like(value))
+        for value in returns
+    )
 
 
 def _closures(function: FunctionInfo) -> Value:
@@ -486,6 +499,8 @@ def _call_qualified(call: cst.Call, qualified: str, scope: "Scope") -> Value:
         return _combine([evaluate(a, scope) for a in positional(call)] or [UNKNOWN])
     if qualified.startswith("random."):
         return Value(Kind.HOST, random=True)
+    if qualified.startswith("math."):  # math.exp(self.log_alpha): a Python number
+        return Value(Kind.HOST, data=any(evaluate(a, scope).data for a in positional(call)))
     if qualified.startswith("numpy.random."):
         return Value(Kind.NUMPY, random=True)
     if qualified.startswith("numpy."):

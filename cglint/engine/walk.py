@@ -481,7 +481,12 @@ class Walker:
                 self.engine.note_parameter_call(self.function, node.func.value)
 
     def note_setattr(self, node: cst.Call) -> None:
-        """`setattr(model, "temperature", t)` writes `model.temperature` like an assignment."""
+        """`setattr(model, "temperature", t)` writes `model.temperature` like an assignment, and
+        `cfg.knobs.update(arm)` writes the entries of `cfg.knobs`."""
+        method = call_method(node)
+        if method is not None and method[1] in tables().host_effect.entry_methods and isinstance(method[0], (cst.Attribute, cst.Name)):
+            self.engine.note_host_write(self.function, method[0], self.after_capture, self.scope, self.statement)
+            return
         args = positional(node)
         if len(args) == 3 and isinstance(node.func, cst.Name) and node.func.value == "setattr":
             name = string_value(args[1])
@@ -491,14 +496,17 @@ class Walker:
 
     def replays_when_called(self, value: Value, passed: bool = False) -> bool:
         """A make_graphed_callables result or a callable compiled with CUDA graphs; `passed` as
-        an argument, also a function that replays a graph (`run(actor.act, obs)`, where `act`
-        calls `self.graph.replay()`): a loop calling it is a replay loop. (A direct call of such
+        an argument, also a function or a runner object that replays a graph (`run(actor.act,
+        obs)`, where `act` calls `self.graph.replay()`; `run(graphed_target, ...)`, whose
+        `__call__` does): a loop calling it is a replay loop. (A direct call of such
         a function is not: its caller is the code around the replays, not a runner.)"""
         if value.tag in ("graphed", REPLAYS) or captures.compiled_site(value, self.scope) is not None:
             return True
-        return passed and any(
-            isinstance(t, FunctionInfo) and self.engine.calls_replay(t) and not self.engine.captures_in(t) for t in value.targets
-        )
+        if not passed or value.is_class:
+            return False
+        functions = [t for t in value.targets if isinstance(t, FunctionInfo)]
+        functions += [c for t in value.targets if isinstance(t, ClassInfo) and (c := self.engine.project.method(t, "__call__"))]
+        return any(self.engine.calls_replay(f) and not self.engine.captures_in(f) for f in functions)
 
     def pass_replaying_arguments(self, function: FunctionInfo, call: cst.Call, bound: bool) -> None:
         """`train(graphed, data)`: where `train` calls the parameter it gets `graphed` as, it
@@ -556,11 +564,24 @@ class Walker:
 
     def note_read(self, node: cst.BaseExpression) -> None:
         if self.capture is None:
+            if self.mode is Mode.REGION and self.in_region and isinstance(node, cst.Attribute):
+                self.note_region_attribute(node)
             return
         if isinstance(node, cst.Name) and node.value in self.scope.env:
             self.capture.names.add(node.value)
         elif isinstance(node, cst.Attribute):
             self.note_attribute(node, written=False)
+
+    def note_region_attribute(self, node: cst.Attribute) -> None:
+        """`self.u` read by `self._step()`, a method of the capturing object that the capture
+        calls: the graph reads that attribute too (rebinding it before replay is CG401)."""
+        assert self.job is not None
+        host = self.job.capture.function
+        if host is None or host.cls is None or self.function.cls is None or not self.function.params:
+            return
+        if isinstance(node.value, cst.Name) and node.value.value == self.function.params[0].name.value:
+            if self.function.cls is host.cls or host.cls in self.engine.project.mro(self.function.cls):
+                self.job.capture.attrs.add(node.attr.value)
 
     def note_output(self, target: cst.BaseExpression) -> None:
         """`self.static_y = model(x)` or `self.outputs[bs] = ...` in a capture of this method:
