@@ -618,13 +618,13 @@ def _carried(node: cst.Name, ctx):
     """`old = out` at the end of a loop's body, where `out = f(x)` earlier in it: read by the
     next iteration (`d = 1.5 * out - 0.5 * old`, a multistep solver), `old` holds the previous
     call's output. The capture of that call, or None."""
-    loop = next((s for s in ctx.enclosing(node) if isinstance(s, (cst.For, cst.While))), None)
-    if loop is None:
-        return None
-    found = nearest_assignment(node.value, [s for s in ctx.after(node) if _within(s, loop)])
+    found = nearest_assignment(node.value, ctx.after(node))  # most names are not assigned again
     if found is None:
         return None
     stmt, value = found
+    loop = next((s for s in ctx.enclosing(node) if isinstance(s, (cst.For, cst.While))), None)
+    if loop is None or not _within(stmt, loop):
+        return None
     if isinstance(value, cst.Name):
         _, capture = _binding(value.value, ctx.before(stmt), ctx)
         return capture
