@@ -375,21 +375,6 @@ def _skipped(function, ctx) -> bool:
     return False
 
 
-def outlives_the_call(container: cst.BaseExpression, ctx) -> bool:
-    """A container kept on the object or the module (`self.chunk_logp.append(out)` in a
-    `push()` that runs once per chunk): the next call of the method calls the compiled
-    function again while the container still holds this output."""
-    root = container
-    while isinstance(root, (cst.Attribute, cst.Subscript)):
-        root = root.value
-    if not isinstance(root, cst.Name):
-        return False
-    function = ctx.function
-    if root is not container and function.is_method and function.params and root.value == function.params[0].name.value:
-        return True  # `self.<attr>`
-    return not ctx.is_local(root.value) and ctx.qualname(root) is None  # a module-level list
-
-
 def _marks_steps(node: cst.CSTNode, ctx) -> bool:
     return any(isinstance(n, cst.Call) and ctx.call_name(n) == _MARK_STEP for n in descendants(node))
 
@@ -564,7 +549,7 @@ def generate(model, tokens, steps):
         if stored is None:
             return
         loop = next((s for s in ctx.enclosing(node) if isinstance(s, (cst.For, cst.While))), None)
-        if loop is None and not outlives_the_call(method[0], ctx):
+        if loop is None and not ctx.outlives_call(method[0]):
             return
         if loop is not None and _marks_steps(loop, ctx):
             return

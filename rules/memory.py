@@ -13,7 +13,6 @@ from cglint.engine.captures import capture_method
 from cglint.engine.syntax import call_method, calls_in, code_of, descendants, is_true, keyword, nearest_assignment, positional
 from cglint.engine.values import Kind, output_root
 from cglint.rule import CAPTURE, REPLAY, Hit, Rule
-from cglint.rules.compiled import outlives_the_call
 
 def _capture_call(node: cst.CSTNode) -> Optional[cst.Call]:
     """The call that opens the capture at a site: the `with` item, or capture_begin()."""
@@ -543,7 +542,7 @@ def evaluate(runner, batches):
                 return
             # `self.frames.append(self.enc_out)` in the runner's own replaying method: each call
             # replays and keeps the output in a container that outlives the call.
-            if isinstance(node, cst.Call) and method is not None and outlives_the_call(method[0], ctx) and _replays_here(ctx):
+            if isinstance(node, cst.Call) and method is not None and ctx.outlives_call(method[0]) and _replays_here(ctx):
                 capture = ctx.runner_output(value, None)
                 if capture is not None:
                     yield Hit(node, {"name": code_of(output_root(value))}, capture=capture)

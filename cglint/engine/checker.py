@@ -26,7 +26,7 @@ from cglint.engine.project import Project
 from cglint.engine.replay_writes import ANY_CONTAINER, ANY_OWNER, ITEM, argument_keys, attribute_key, attribute_write_keys, item_keys, reachable, restored_state, writes_of
 from cglint.engine.scope import Scope, initial_env
 from cglint.engine.state import StateFacts
-from cglint.engine.syntax import call_method, called_names, callee_name, code_of, decorator_callee, descendants, dotted_name, identifiers, item_name
+from cglint.engine.syntax import call_method, called_names, callee_name, calls_in, code_of, decorator_callee, descendants, dotted_name, identifiers, item_name
 from cglint.engine.values import TENSOR, Kind, Value, evaluate, output_root
 from cglint.engine.walk import Mode, Walker
 from cglint.rule import CAPTURE, REGION, REPLAY, Hit, Rule, applies
@@ -685,7 +685,8 @@ class Engine:
 
     def _statement_order(self, function: FunctionInfo) -> tuple:
         key = function.key
-        if key not in self._order:
+        known_calls = len(self._calls_by_caller.get(key, ()))  # asked again once more of its calls are known
+        if key not in self._order or self._order[key][4] != known_calls:
             index: dict[int, int] = {}
             replays: list[int] = []
             begins: dict[int, int] = {}  # capture_begin() calls: the statement holding each
@@ -710,8 +711,8 @@ class Engine:
             for loop, start in open_loops:
                 end = max(index[id(n)] for n in descendants(loop) if id(n) in index) if any(id(n) in index for n in descendants(loop)) else start
                 loops.append((start, end))
-            self._order[key] = (index, replays, loops, begins)
-        return self._order[key]
+            self._order[key] = (index, replays, loops, begins, known_calls)
+        return self._order[key][:4]
 
     def _replay_candidates(self) -> list[FunctionInfo]:
         found = {c.function.key: c.function for c in self._captures.values() if c.function is not None}
@@ -740,7 +741,7 @@ class Engine:
                 for statement in descendants(function.node):
                     if not isinstance(statement, cst.SimpleStatementLine) or not self._replay_after(function, statement):
                         continue
-                    for call in (n for n in descendants(statement) if isinstance(n, cst.Call)):
+                    for call in calls_in([statement]):
                         method = call_method(call)
                         if method is None or not isinstance(method[0], cst.Name) or method[0].value != me:
                             continue

@@ -253,7 +253,7 @@ class Context:
     def call_arguments(self, call: cst.Call) -> Iterator[tuple[FunctionInfo, str, cst.BaseExpression]]:
         """Each project function the call runs, with the parameter each argument binds."""
         for function, bound in self._walker.callees(call):
-            for name, expr in self._walker.arguments(function, call, bound):
+            for name, expr in function.arguments(call, bound):
                 yield function, name, expr
 
     def runner_methods(self) -> dict[str, list[FunctionInfo]]:
@@ -271,6 +271,19 @@ class Context:
     def is_local(self, name: str) -> bool:
         """Whether `name` is bound in the current function so far (parameters included)."""
         return name in self._walker.scope.env and not isinstance(self._walker.function.node, cst.Module)
+
+    def outlives_call(self, container: cst.BaseExpression) -> bool:
+        """Whether a container outlives the current call: kept on the object (`self.scores`) or
+        the module, so the next call of this function finds what this one put there."""
+        root = container
+        while isinstance(root, (cst.Attribute, cst.Subscript)):
+            root = root.value
+        if not isinstance(root, cst.Name):
+            return False
+        function = self._walker.function
+        if root is not container and function.is_method and function.params and root.value == function.params[0].name.value:
+            return True  # `self.<attr>`
+        return not self.is_local(root.value) and self.qualname(root) is None  # a module-level list
 
     def local_source(self, name: cst.Name) -> Optional[cst.BaseExpression]:
         """What the local `name` was last assigned before the current statement, if anything."""

@@ -119,6 +119,21 @@ class FunctionInfo:
             return list(node.body.body)
         return list(node.body.body)  # a one-line `def f(): return x`
 
+    def arguments(self, call: cst.Call, bound: bool) -> Iterator[tuple[str, cst.BaseExpression]]:
+        """Each argument of `call` with the parameter it binds (`bound`: the call passes `self`)."""
+        params = [p.name.value for p in self.params]
+        if bound and self.is_method:
+            params = params[1:]
+        position = 0
+        for arg in call.args:
+            if arg.star:
+                continue
+            if arg.keyword is not None:
+                yield arg.keyword.value, arg.value
+            elif position < len(params):
+                yield params[position], arg.value
+                position += 1
+
     @property
     def declared_globals(self) -> frozenset:
         """The names its `global` statements declare (nested functions' included)."""

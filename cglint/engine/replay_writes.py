@@ -16,6 +16,7 @@ State keys (matched by engine/state.py against what captured code reads):
 """
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
@@ -46,14 +47,12 @@ def _scan(project: "Project", function: FunctionInfo, depth: int) -> frozenset:
     node = function.node
     if not isinstance(node, cst.FunctionDef):
         return frozenset()
-    declared = {"global": set(), "nonlocal": set()}
-    for current in descendants(node):
-        if isinstance(current, cst.Global):
-            declared["global"].update(n.name.value for n in current.names)
-        elif isinstance(current, cst.Nonlocal):
-            declared["nonlocal"].update(n.name.value for n in current.names)
+    declared = {
+        "global": function.declared_globals,
+        "nonlocal": {n.name.value for d in descendants(node) if isinstance(d, cst.Nonlocal) for n in d.names},
+    }
     found: set = set()
-    scope = None
+    scope = functools.cache(lambda: Scope(project, function, initial_env(project, function)))  # made when first needed
     restored = restored_state(project, function)
     once = initialised_once(project, function)
     for current in descendants(node):
@@ -64,18 +63,15 @@ def _scan(project: "Project", function: FunctionInfo, depth: int) -> frozenset:
             for target in targets:
                 for leaf in assigned_names(target):
                     if code_of(leaf, 400) not in restored:
-                        scope = scope or Scope(project, function, initial_env(project, function))
-                        found.update(_keys(leaf, declared, function, scope))
+                        found.update(_keys(leaf, declared, function, scope()))
         elif isinstance(current, cst.Call):
             method = call_method(current)
             if method is not None and method[1] in _MODE_SWITCHES and _mode_key(code_of(method[0], 400)) not in restored:
                 found.add(attribute_key("training"))
             if method is not None and method[1] in tables().host_effect.entry_methods and isinstance(method[0], cst.Attribute):
-                scope = scope or Scope(project, function, initial_env(project, function))
-                found.update(attribute_write_keys(method[0], scope))  # `self.ctx.knobs.update(arm)`
+                found.update(attribute_write_keys(method[0], scope()))  # `self.ctx.knobs.update(arm)`
             if depth > 1:
-                scope = scope or Scope(project, function, initial_env(project, function))
-                for callee in _callees(project, scope, current):
+                for callee in _callees(project, scope(), current):
                     found.update(k for k in writes_of(project, callee, depth - 1) if k[0] != _PARAM)
     return frozenset(found)
 
@@ -169,20 +165,14 @@ def argument_keys(keys: frozenset, function: FunctionInfo, call: cst.Call, calle
     for key in keys:
         if key[0] == _PARAM:
             written.setdefault(key[1], []).append(key[2])
-    if not written:
-        return []
-    params = [p.name.value for p in function.params]
-    if function.is_method and isinstance(call.func, cst.Attribute):
-        params = params[1:]
     found: list[tuple] = []
-    for index, arg in enumerate(a for a in call.args if not a.star):
-        name = arg.keyword.value if arg.keyword is not None else (params[index] if index < len(params) else None)
+    for name, value in function.arguments(call, isinstance(call.func, cst.Attribute)) if written else ():
         if name not in written:
             continue
-        if isinstance(arg.value, cst.Attribute):
-            containers = [attribute_key(arg.value.attr.value)]
-        elif isinstance(arg.value, cst.Name):
-            containers = [("name", caller.key, arg.value.value), ("name", caller.module.body_function.key, arg.value.value)]
+        if isinstance(value, cst.Attribute):
+            containers = [attribute_key(value.attr.value)]
+        elif isinstance(value, cst.Name):
+            containers = [("name", caller.key, value.value), ("name", caller.module.body_function.key, value.value)]
         else:
             continue
         for item in written[name]:

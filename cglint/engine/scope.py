@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import builtins
-from typing import Optional
+from typing import Optional, Union
 
 import libcst as cst
 
@@ -243,35 +243,38 @@ def _class_level(cls: ClassInfo, attr: str) -> Optional[Value]:
     """The kind of `attr: float = 1.1` or `attr = 4` written in the class body. Not the
     constant: a dataclass field's default is what a constructor call leaves out
     (`ModelConfig(profile_layers=True)` elsewhere decides the captured branch)."""
-    body = cls.node.body
-    for line in body.body if isinstance(body, cst.IndentedBlock) else ():
-        if not isinstance(line, cst.SimpleStatementLine):
-            continue
-        for statement in line.body:
-            if isinstance(statement, cst.AnnAssign) and isinstance(statement.target, cst.Name) and statement.target.value == attr:
-                known = literal_value(statement.value) if statement.value is not None else None
-                return HOST if (known is not None and known.const is not PY_NONE) or _number_annotation(statement) else None
-            if isinstance(statement, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value == attr for t in statement.targets):
-                known = literal_value(statement.value)
-                return HOST if known is not None and known.const is not PY_NONE else None
+    statement = _class_statement(cls, attr)
+    if isinstance(statement, cst.AnnAssign):
+        known = literal_value(statement.value) if statement.value is not None else None
+        return HOST if (known is not None and known.const is not PY_NONE) or _number_annotation(statement.annotation) else None
+    if isinstance(statement, cst.Assign):
+        known = literal_value(statement.value)
+        return HOST if known is not None and known.const is not PY_NONE else None
     return None
 
 
-def _number_annotation(statement: cst.AnnAssign) -> bool:
-    annotation = statement.annotation.annotation
-    return isinstance(annotation, cst.Name) and annotation.value in _NUMBER_TYPES
+def _class_statement(cls: ClassInfo, attr: str) -> Optional[Union[cst.AnnAssign, cst.Assign]]:
+    """The first statement of the class body that declares `attr` (`attr: float = 1.0`, `attr = 4`)."""
+    body = cls.node.body
+    for line in body.body if isinstance(body, cst.IndentedBlock) else ():
+        for statement in line.body if isinstance(line, cst.SimpleStatementLine) else ():
+            if isinstance(statement, cst.AnnAssign) and isinstance(statement.target, cst.Name) and statement.target.value == attr:
+                return statement
+            if isinstance(statement, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value == attr for t in statement.targets):
+                return statement
+    return None
+
+
+def _number_annotation(annotation: Optional[cst.Annotation]) -> bool:
+    """`: float`, `-> int`: a Python number (or bool, str)."""
+    return annotation is not None and isinstance(annotation.annotation, cst.Name) and annotation.annotation.value in _NUMBER_TYPES
 
 
 def _number_field(cls: ClassInfo, attr: str) -> bool:
     """`gain: float` in the class body: every value the attribute gets is a number, also where
     the checker cannot tell what a write assigns (`self.gain = rng.uniform(lo, hi)`)."""
-    body = cls.node.body
-    return any(
-        isinstance(statement, cst.AnnAssign) and isinstance(statement.target, cst.Name) and statement.target.value == attr
-        and _number_annotation(statement)
-        for line in (body.body if isinstance(body, cst.IndentedBlock) else ()) if isinstance(line, cst.SimpleStatementLine)
-        for statement in line.body
-    )
+    statement = _class_statement(cls, attr)
+    return isinstance(statement, cst.AnnAssign) and _number_annotation(statement.annotation)
 
 
 def _is_parameter(expr: cst.BaseExpression, method: FunctionInfo, setter: bool = False) -> bool:
@@ -317,8 +320,7 @@ def function_values(project: Project, function: FunctionInfo) -> tuple["Scope", 
     env = initial_env(project, function)
     scope = Scope(project, function, env)
     signature = function.header if function.header is not None else function.node
-    returns = getattr(signature, "returns", None)
-    declared = HOST if returns is not None and isinstance(returns.annotation, cst.Name) and returns.annotation.value in _NUMBER_TYPES else None
+    declared = HOST if _number_annotation(getattr(signature, "returns", None)) else None
     result: Optional[Value] = None
     for node in descendants(function.node):
         if isinstance(node, cst.Assign) and len(node.targets) == 1:

@@ -7,6 +7,7 @@ rules only fire on what is known, so an unknown never becomes a false positive.
 """
 from __future__ import annotations
 
+import ast
 import enum
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Iterator, Optional
@@ -15,6 +16,7 @@ import libcst as cst
 
 from cglint.engine.api import tables
 from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo
+from cglint.engine.outline import SCOPES as AST_SCOPES
 from cglint.engine.syntax import call_method, item_name, keyword, positional, reads, string_value
 
 if TYPE_CHECKING:
@@ -268,7 +270,7 @@ def returned_closures(function: FunctionInfo, project) -> Value:
     return project.cached(("returned-closures", function.key), lambda: _closures(function), UNKNOWN)  # type: ignore[return-value]
 
 
-def returned_tensor(function: FunctionInfo, scope: "Scope") -> Value:
+def returned_torch_value(function: FunctionInfo, scope: "Scope") -> Value:
     """What a project function returns where that is tensors or torch objects: a tensor
     (`return torch.linalg.vector_norm(...)`: `float(self._grad_norm())` syncs), an optimizer,
     or a tuple with such items (`return boxes, scores`; `return opt, sched`); else unknown.
@@ -291,8 +293,6 @@ _TORCH_OBJECTS = frozenset({"optimizer", "lr_scheduler", "grad_scaler", "stream"
 def _may_return_tensors(function: FunctionInfo) -> bool:
     """Every `return` gives a torch op's result, a name or a tuple of those, and the function
     calls torch: an `ast` test that keeps most helpers (returning flags, strings, None) unparsed."""
-    import ast
-
     torch_names = {local for local, qualified in function.module.imports.items() if qualified.split(".")[0] == "torch"}
     if not torch_names or not function.outline.mentions(torch_names):  # type: ignore[union-attr]
         return False
@@ -301,7 +301,7 @@ def _may_return_tensors(function: FunctionInfo) -> bool:
         node = stack.pop()
         if isinstance(node, ast.Return):
             returns.append(node.value)
-        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+        elif not isinstance(node, AST_SCOPES):  # a nested def's returns are its own
             stack.extend(ast.iter_child_nodes(node))
 
     def tensor_like(value) -> bool:
@@ -487,7 +487,7 @@ def _call_qualified(call: cst.Call, qualified: str, scope: "Scope") -> Value:
         return Value(Kind.OBJECT, targets=(definition,), tag=scope.class_tag(definition))
     if isinstance(definition, FunctionInfo):
         closures = returned_closures(definition, scope.project)
-        return closures if closures is not UNKNOWN else returned_tensor(definition, scope)
+        return closures if closures is not UNKNOWN else returned_torch_value(definition, scope)
     if isinstance(definition, ModuleInfo):
         return UNKNOWN
     if qualified in t.values.host_functions or qualified in t.values.host_builtins:
@@ -557,7 +557,7 @@ def _call_method(call: cst.Call, receiver: Value, name: str, scope: "Scope") -> 
                     return TENSOR
             methods = [t for t in member.targets if isinstance(t, FunctionInfo)]
             if len(methods) == 1:  # `norm = self._grad_norm()`
-                return returned_tensor(methods[0], scope)
+                return returned_torch_value(methods[0], scope)
         if receiver.tag == "numpy_rng":
             return Value(Kind.NUMPY, random=True)
         if receiver.tag == "python_rng":

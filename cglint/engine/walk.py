@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 import inspect
 from dataclasses import replace
-from typing import TYPE_CHECKING, Iterable, Iterator, Optional, Union
+from typing import TYPE_CHECKING, Iterable, Optional, Union
 
 import libcst as cst
 
@@ -23,7 +23,7 @@ from cglint.engine import captures
 from cglint.engine.api import tables
 from cglint.engine.captures import CaptureKind
 from cglint.engine.context import Context
-from cglint.engine.definitions import ClassInfo, FunctionInfo
+from cglint.engine.definitions import ClassInfo, FunctionInfo, self_attr
 from cglint.engine.scope import Scope, config_field, config_parameter
 from cglint.engine.phases import ends_with, fills_searched_cache, initializes_once, returns_once_filled, suite_body
 from cglint.engine.syntax import (SCOPES, assigned_names, call_method, callee_name, children, code_of, dotted_name,
@@ -173,7 +173,7 @@ class Walker:
             for target in node.targets:
                 self.bind(target.target, value, node.value)
             if self.mode is Mode.DISCOVER and captures.compiled_site(value, self.scope) is not None:
-                self.engine.note_compiled_names(_bound_name(n) for t in node.targets for n in assigned_names(t.target))
+                self.engine.note_compiled_names(callee_name(n) for t in node.targets for n in assigned_names(t.target))
         elif isinstance(node, cst.AnnAssign):
             if node.value is not None:
                 self.expr(node.value)
@@ -443,7 +443,7 @@ class Walker:
         if not self.in_region and self.replays_when_called(evaluate(node.func, self.scope)):
             self.engine.note_replay(self.function)  # calling a graphed or compiled callable replays its graphs
         if not self.in_region and self.mode is Mode.DISCOVER:
-            self.note_setattr(node)
+            self.note_call_writes(node)
         if not self.in_region:
             resolved = [function for function, _ in callees]
             self.engine.note_host_call(self.function, resolved, node, {} if resolved else dict(self.scope.env), self.after_capture)
@@ -464,23 +464,23 @@ class Walker:
             if not self.in_region:
                 self.pass_replaying_arguments(function, node, bound)
             if function.name == "__init__" and function.cls is not None:
-                args = {name: self.construction_argument(expr) for name, expr in self.arguments(function, node, bound)}
+                args = {name: self.construction_argument(expr) for name, expr in function.arguments(node, bound)}
                 self.engine.note_construction(function.cls, args)
             self.engine.note_call(function, self.function, node)
             if not self.engine.may_capture(function):
                 continue
             if not self.in_region:
-                self.engine.note_capturing_call_args(function, node, {name: evaluate(expr, self.scope) for name, expr in self.arguments(function, node, bound)})
+                self.engine.note_capturing_call_args(function, node, {name: evaluate(expr, self.scope) for name, expr in function.arguments(node, bound)})
             helper = self.engine.helper(function)
             if helper.callable_params:
-                exprs = [arg for param, arg in self.arguments(function, node, True) if param in helper.callable_params]
+                exprs = [arg for param, arg in function.arguments(node, True) if param in helper.callable_params]
                 self.capture_targets(node, CaptureKind.HELPER, exprs, helper=helper.name)
             self.note_capturing_call(function)
         if self.in_region and isinstance(node.func, cst.Name):
             if node.func.value in {p.name.value for p in self.function.params}:
                 self.engine.note_parameter_call(self.function, node.func.value)
 
-    def note_setattr(self, node: cst.Call) -> None:
+    def note_call_writes(self, node: cst.Call) -> None:
         """`setattr(model, "temperature", t)` writes `model.temperature` like an assignment, and
         `cfg.knobs.update(arm)` writes the entries of `cfg.knobs`."""
         method = call_method(node)
@@ -512,7 +512,7 @@ class Walker:
         """`train(graphed, data)`: where `train` calls the parameter it gets `graphed` as, it
         replays; its walk is given the arguments so that it sees so, and what its other calls run."""
         passed, replaying = {}, set()
-        for name, expr in self.arguments(function, call, bound):
+        for name, expr in function.arguments(call, bound):
             root = expr.value if isinstance(expr, cst.Attribute) else expr  # `graphed`, `actor.act`
             if not (isinstance(root, cst.Name) and root.value in self.scope.env):
                 continue  # a cheap test first: most arguments are no such callable
@@ -579,9 +579,9 @@ class Walker:
         host = self.job.capture.function
         if host is None or host.cls is None or self.function.cls is None or not self.function.params:
             return
-        if isinstance(node.value, cst.Name) and node.value.value == self.function.params[0].name.value:
-            if self.function.cls is host.cls or host.cls in self.engine.project.mro(self.function.cls):
-                self.job.capture.attrs.add(node.attr.value)
+        attr = self_attr(node, self.function.params[0].name.value)
+        if attr is not None and host.cls in self.engine.project.mro(self.function.cls):
+            self.job.capture.attrs.add(attr)
 
     def note_output(self, target: cst.BaseExpression) -> None:
         """`self.static_y = model(x)` or `self.outputs[bs] = ...` in a capture of this method:
@@ -630,26 +630,12 @@ class Walker:
                     found.extend((entry, True) for entry in self.module_entry(target))
         return found
 
-    def arguments(self, function: FunctionInfo, call: cst.Call, bound: bool) -> Iterator[tuple[str, cst.BaseExpression]]:
-        params = [p.name.value for p in function.params]
-        if bound and function.is_method:
-            params = params[1:]
-        position = 0
-        for arg in call.args:
-            if arg.star:
-                continue
-            if arg.keyword is not None:
-                yield arg.keyword.value, arg.value
-            elif position < len(params):
-                yield params[position], arg.value
-                position += 1
-
     def follow(self, call: cst.Call) -> None:
         assert self.job is not None
         targets = self.callees(call)
         step = captures.site(self.function.module, call)
         for function, bound in targets:
-            args = {name: evaluate(expr, self.scope) for name, expr in self.arguments(function, call, bound)}
+            args = {name: evaluate(expr, self.scope) for name, expr in function.arguments(call, bound)}
             self.engine.enqueue(function, args, self.job, step)
         if not targets and self.scope.qualname(call.func) is not None:
             # An external function given a project callable will call it (checkpoint(fn, x), vmap(fn)).
@@ -681,9 +667,3 @@ class Walker:
             if self.engine.runs_replay_rules(self.function, self.after_capture):
                 self.engine.run_rules(self.engine.replay_rules, node, self)
 
-
-def _bound_name(target: cst.BaseExpression) -> str:
-    """`step` for `step` and for `self.step`."""
-    if isinstance(target, cst.Attribute):
-        return target.attr.value
-    return target.value if isinstance(target, cst.Name) else ""

@@ -113,7 +113,7 @@ def static_outputs_kept(recorder: Any, frame: Optional[FrameType], outputs: list
             for name, value in list(frame.f_locals.items()):
                 held = [(None, value)] + (list(vars(value).items()) if _user_object(value) else [])
                 for attr, item in held:
-                    if _holds_twice(item, ranges, KeptOutputs.CONTAINER_TAIL):
+                    if _holds_twice(item, ranges):
                         holder = f"`{name}.{attr}`" if attr else f"`{name}`"
                         line = _store_line(frame.f_code, name, attr) or frame.f_lineno
                         recorder.observe_at(
@@ -125,15 +125,15 @@ def static_outputs_kept(recorder: Any, frame: Optional[FrameType], outputs: list
         frame = frame.f_back
 
 
-def _holds_twice(value: Any, ranges: list[tuple[int, int]], tail: int) -> bool:
-    from collections import deque
+# An output kept on every replay is among the newest items after the second replay: looking
+# at a few keeps this check, which runs before every replay, from costing the replay loop.
+_NEWEST = 4
 
-    if isinstance(value, (list, deque)):
-        items = list(value)[-tail:]
-    elif isinstance(value, dict):
-        items = list(value.values())[-tail:]
-    else:
-        return False
+
+def _holds_twice(value: Any, ranges: list[tuple[int, int]]) -> bool:
+    if isinstance(value, tuple):
+        return False  # built once: it cannot gather an output from several replays
+    items = _newest_items(value, _NEWEST)
     return any(sum(_is_stale(item, [r]) for item in items) >= 2 for r in ranges)
 
 
@@ -199,15 +199,21 @@ def _is_stale(value: Any, ranges: list[tuple[int, int]]) -> bool:
 
 
 def _holds_stale(value: Any, ranges: list[tuple[int, int]], tail: int) -> bool:
-    from collections import deque
+    return any(_is_stale(item, ranges) for item in _newest_items(value, tail))
 
-    if isinstance(value, (list, tuple, deque)):
-        items = list(value)[-tail:]
-    elif isinstance(value, dict):
-        items = list(value.values())[-tail:]
-    else:
-        return False
-    return any(_is_stale(item, ranges) for item in items)
+
+def _newest_items(value: Any, tail: int) -> list:
+    """The last `tail` items of a list, tuple or deque, or values of a dict; nothing for anything else."""
+    from collections import deque
+    from itertools import islice
+
+    if isinstance(value, (list, tuple)):
+        return list(value[-tail:])
+    if isinstance(value, deque):
+        return list(islice(reversed(value), tail))
+    if isinstance(value, dict):
+        return list(islice(reversed(value.values()), tail))
+    return []
 
 
 # --- helpers: the caller's bytecode -----------------------------------------------------------
