@@ -5,6 +5,7 @@ import ast
 import dataclasses
 import gc
 import os
+import re
 import traceback
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -16,6 +17,7 @@ from cglint.discovery import discover, forget_folders, module_name_for, relative
 from cglint.engine.prefilter import EntryFiles, can_capture, code_can_capture, names_word
 from cglint.findings import Finding, Region, Related
 from cglint.footprint import Footprint
+from cglint.reach import CaptureReach, Coverage, Reached, Unresolved
 from cglint.rule import REPLAY
 from cglint.selection import Selection
 
@@ -39,6 +41,8 @@ class CheckResult:
     # The engine's hit behind each finding of a rule that can fix it (what --fix works from).
     hits: dict = field(default_factory=dict, repr=False, compare=False)
     footprint: Optional[Footprint] = field(default=None, repr=False, compare=False)
+    coverage: Coverage = field(default_factory=Coverage)  # what the engine followed from the captures
+    reach: list[CaptureReach] = field(default_factory=list)  # the same in full, when asked for
 
 
 @dataclass
@@ -49,6 +53,8 @@ class _EngineRun:
     searches: dict[str, list[Path]] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)  # modules looked for on disk, not found
     unresolved: Optional[list[tuple[str, str]]] = None  # configured names found nowhere (CG003)
+    coverage: Coverage = field(default_factory=Coverage)
+    reach: list[CaptureReach] = field(default_factory=list)
 
 
 def display_path(path: Path) -> str:
@@ -62,12 +68,14 @@ def check_paths(
     selection: Optional[Selection] = None,
     force_exclude: bool = False,
     use_cache: bool = False,
+    reach: bool = False,
 ) -> CheckResult:
-    """Check the files found under `paths`; `selection` defaults to the configuration's."""
+    """Check the files found under `paths`; `selection` defaults to the configuration's;
+    `reach` lists what each capture reached (never from the cache, which keeps counts only)."""
     selection = selection or Selection.of(config)
     files, missing = discover(list(paths), config.excludes, config.root, force_exclude)
-    if not use_cache:
-        return check_files(files, config, selection, missing)
+    if not use_cache or reach:
+        return check_files(files, config, selection, missing, reach=reach)
     from cglint import cache
 
     folder = config.root / cache.CACHE_DIR
@@ -77,14 +85,14 @@ def check_paths(
     key = cache.run_key(digests, settings)
     hit = cache.load(folder, key)
     if hit is not None:
-        return CheckResult(hit[0], hit[1])
+        return CheckResult(hit[0], hit[1], coverage=hit[2])
     base = cache.base_key(digests, settings)
     previous = cache.load_base(folder, base)
     result = _reuse(previous, files, digests, selection, missing, entries) if previous is not None else None
     if result is None:
         result = check_files(files, config, selection, missing)
     footprint = result.footprint
-    cache.store(folder, key, result.findings, result.files_checked, result.also_read, footprint.absent if footprint else [])
+    cache.store(folder, key, result.findings, result.files_checked, result.also_read, footprint.absent if footprint else [], result.coverage)
     if footprint is not None:
         cache.store_base(folder, base, digests, footprint, result.also_read)
     return result
@@ -114,7 +122,7 @@ def _reuse(previous: cache.BaseRun, files: list[Path], digests: dict, selection:
     lost = selection.reported(_diagnostic(display_path(p), _missing(p)) for p in missing)
     result = sorted(set(before.engine + [f for found in per_file.values() for f in found] + lost), key=lambda f: f.sort_key)
     footprint = replace(before, per_file={p: f for p, f in per_file.items() if f})
-    return CheckResult(result, len(files), previous.deps, footprint=footprint)
+    return CheckResult(result, len(files), previous.deps, footprint=footprint, coverage=before.coverage)
 
 
 def check_files(
@@ -125,10 +133,12 @@ def check_files(
     sources: Optional[dict[Path, str]] = None,
     prefilter: bool = True,
     whole_modules: bool = False,
+    reach: bool = False,
 ) -> CheckResult:
     """Check `files`; `sources` gives the text of files that are not (or not yet) on disk.
     `prefilter=False` parses every file whole up front (the reference the fast path must
-    equal); `whole_modules` parses whole every module it parses (what --fix rewrites)."""
+    equal); `whole_modules` parses whole every module it parses (what --fix rewrites);
+    `reach` lists what was followed from each capture (`cglint reach`)."""
     selection = selection or Selection.of(config)
     forget_folders()
     diagnostics: list[Finding] = [_diagnostic(display_path(p), _missing(p)) for p in missing]
@@ -160,7 +170,7 @@ def check_files(
     run = _EngineRun()
     if configured or scanned:
         run = _deep_stack(
-            _run_engine, texts, configured, scanned, roots, checked, config, selection, engine_diagnostics, helper_names, sources, fixable, whole_modules or not prefilter
+            _run_engine, texts, configured, scanned, roots, checked, config, selection, engine_diagnostics, helper_names, sources, fixable, whole_modules or not prefilter, reach
         )
     configured = [("captured", n) for n in config.captured] + [("capture-functions", n) for n in sorted(set(config.capture_functions))]
     unresolved = configured if run.unresolved is None else run.unresolved
@@ -170,9 +180,9 @@ def check_files(
     per_file = {path: selection.reported(found) for path, found in per_file.items()}
     result = engine + [f for found in per_file.values() for f in found] + selection.reported(diagnostics)
     result = sorted(set(result), key=lambda f: f.sort_key)
-    footprint = Footprint(read, frozenset(entries.tokens), run.helpers, run.searches, run.missing, engine, {p: f for p, f in per_file.items() if f})
+    footprint = Footprint(read, frozenset(entries.tokens), run.helpers, run.searches, run.missing, engine, {p: f for p, f in per_file.items() if f}, run.coverage)
     also_read = [p for p in run.read if p not in checked]
-    return CheckResult(result, len(files), also_read, {f: fixable[f] for f in result if f in fixable}, footprint)
+    return CheckResult(result, len(files), also_read, {f: fixable[f] for f in result if f in fixable}, footprint, run.coverage, run.reach)
 
 
 def _by_bytes(texts: dict[Path, str], module_names: dict[Path, str], entries: EntryFiles) -> tuple[list[Path], list[Path]]:
@@ -272,7 +282,7 @@ def _run_engine(*args) -> _EngineRun:
             gc.enable()
 
 
-def _engine_findings(texts, configured, scanned, roots, checked, config, selection, diagnostics, helper_names, sources=None, fixable=None, whole_modules=False) -> _EngineRun:
+def _engine_findings(texts, configured, scanned, roots, checked, config, selection, diagnostics, helper_names, sources=None, fixable=None, whole_modules=False, reach=False) -> _EngineRun:
     from cglint.engine.checker import Engine
     from cglint.engine.project import Project
 
@@ -301,7 +311,43 @@ def _engine_findings(texts, configured, scanned, roots, checked, config, selecti
     if KEEP_TREES:
         _kept.append(engine)
     found = _findings(hits, checked, selection, fixable)
-    return _EngineRun(found, project.attempted_paths(), frozenset(helpers), project.searches, project.missing, engine.unresolved_entries())
+    captures = [c for c in engine.all_captures() if c.site.module.file.path.resolve() in checked]
+    run = _EngineRun(found, project.attempted_paths(), frozenset(helpers), project.searches, project.missing, engine.unresolved_entries())
+    run.coverage = _coverage(captures)
+    run.reach = _reach(captures) if reach else []
+    return run
+
+
+def _coverage(captures: list) -> Coverage:
+    functions = {key for c in captures for key in c.reached}
+    calls = {key for c in captures for key in c.unresolved}
+    return Coverage(len(captures), len(functions), len(calls))
+
+
+def _reach(captures: list) -> list[CaptureReach]:
+    """What each capture site reached, with positions (only `cglint reach` pays for them)."""
+    from cglint.engine.positions import Positions  # the engine loads lazily
+    from cglint.engine.syntax import code_of
+
+    positions = Positions()
+
+    def line(module, node) -> int:
+        span = positions.of(module, node)
+        return span.start.line if span else 0
+
+    found = []
+    for capture in captures:
+        site = capture.site
+        entry = CaptureReach(site.module.display, line(site.module, site.node), capture.region_kind)
+        for function, trace in capture.reached.values():
+            via = tuple(f"{s.module.display}:{line(s.module, s.node)} {s.text}" for s in trace)
+            entry.reached.append(Reached(function.module.display, function.dunder_qualname, line(function.module, getattr(function.node, "name", function.node)), via))
+        for module, call, why in capture.unresolved.values():
+            entry.unresolved.append(Unresolved(module.display, line(module, call), code_of(call.func), why))
+        entry.reached.sort(key=lambda r: (r.path, r.line, r.qualname))
+        entry.unresolved.sort(key=lambda u: (u.path, u.line, u.call))
+        found.append(entry)
+    return sorted(found, key=lambda c: (c.path, c.line))
 
 
 def _internal(diagnostics: list[Finding], module: "ModuleInfo", exc: BaseException) -> None:
@@ -323,6 +369,7 @@ def _findings(hits: list["RawHit"], checked: set[Path], selection: Selection, fi
     positions = Positions()
     findings: list[Finding] = []
     repeated: dict[tuple, list] = {}  # (path, code, function, region) of rules that aggregate
+    logical_ends: dict[int, dict] = {}  # id(file) -> suppress.logical_ends of its text
     for hit in hits:
         # Report hazards in the files being checked, and hazards reached from a capture in them.
         region_file = hit.capture.site.module.file.path.resolve() if hit.capture else None
@@ -332,7 +379,7 @@ def _findings(hits: list["RawHit"], checked: set[Path], selection: Selection, fi
         if span is None:
             continue
         lines = hit.module.file.lines[span.start.line - 1 : span.end.line]
-        if selection.suppressed(hit.rule.code, lines):
+        if selection.suppressed(hit.rule.code, lines) or _suppressed_at_end(hit, span.start.line, selection, logical_ends):
             continue
         region, trace = _region_and_trace(hit, positions)
         findings.append(
@@ -357,6 +404,21 @@ def _findings(hits: list["RawHit"], checked: set[Path], selection: Selection, fi
         elif fixable is not None and hit.rule.can_fix():
             fixable[finding] = hit
     return findings + [_aggregated(group) for group in repeated.values()]
+
+
+_SUPPRESSION_WORD = re.compile(r"noqa|cglint:", re.IGNORECASE)
+
+
+def _suppressed_at_end(hit: "RawHit", line: int, selection: Selection, cache: dict) -> bool:
+    """Whether a suppression comment at the end of the multi-line logical line that holds
+    `line` covers the hit (the only place Python allows one after a backslash or a
+    multi-line string); the file is tokenized once, and only if it has such comments."""
+    file = hit.module.file
+    ends = cache.get(id(file))
+    if ends is None:
+        ends = cache[id(file)] = suppress.logical_ends(file.text) if _SUPPRESSION_WORD.search(file.text) else {}
+    end = ends.get(line)
+    return end is not None and selection.suppressed(hit.rule.code, file.lines[end - 1 : end])
 
 
 def _aggregated(group: list[tuple[Finding, str]]) -> Finding:

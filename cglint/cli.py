@@ -49,6 +49,13 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--jobs", "-j", type=int, default=None, metavar="N", help="accepted for compatibility: the check runs in one process")
     check.add_argument("--color", choices=("auto", "always", "never"), default="auto")
 
+    reach = commands.add_parser("reach", help="list, for each capture site, the functions it reaches and the calls it could not follow")
+    reach.add_argument("paths", nargs="*", metavar="PATH")
+    reach.add_argument("--format", "--output-format", dest="format", choices=("text", "json"), default="text", help="report format (default: text)")
+    reach.add_argument("--output-file", type=Path, help="write the report to this file")
+    reach.add_argument("--config", type=Path, help="configuration file (pyproject.toml or cglint.toml)")
+    reach.add_argument("--force-exclude", action="store_true", help="apply exclusions to files named explicitly too")
+
     rule = commands.add_parser("rule", help="explain one rule")
     rule.add_argument("code")
     commands.add_parser("rules", help="list every rule")
@@ -94,6 +101,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         if args.command == "check":
             return run_check(args)
+        if args.command == "reach":
+            return run_reach(args)
         if args.command == "rule":
             return run_rule(args.code, sys.stdout)
         if args.command == "rules":
@@ -114,18 +123,37 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_CLEAN
 
 
-def run_check(args: argparse.Namespace) -> int:
+def _configured(args: argparse.Namespace, select=None, extend_select=(), ignore=()):
+    """The paths, configuration and selection of `check` or `reach`; a bad one is a usage error."""
     from cglint import catalogue, config as config_module
-    from cglint.check import check_paths
-    from cglint.report import FORMATS, write_report
     from cglint.selection import Selection
 
     paths = _existing_paths(args.paths)
     try:
         config = config_module.load(args.config, paths[0] if paths[0].exists() else Path("."))
-        selection = Selection.of(config, args.select, args.extend_select, args.ignore)
+        return paths, config, Selection.of(config, select, list(extend_select), list(ignore))
     except (config_module.ConfigError, catalogue.UnknownSelector) as exc:
         raise UsageError(str(exc)) from None
+
+
+def run_reach(args: argparse.Namespace) -> int:
+    """`cglint reach`: what the checker follows from each capture site (docs/design.md)."""
+    from cglint import reach
+    from cglint.check import check_paths
+
+    paths, config, selection = _configured(args)
+    result = check_paths(paths, config, selection, force_exclude=args.force_exclude, reach=True)
+    with _output(args.output_file) as stream:
+        (reach.write_json if args.format == "json" else reach.write_text)(result.reach, stream)
+    return EXIT_CLEAN
+
+
+def run_check(args: argparse.Namespace) -> int:
+    from cglint import catalogue
+    from cglint.check import check_paths
+    from cglint.report import FORMATS, write_report
+
+    paths, config, selection = _configured(args, args.select, args.extend_select, args.ignore)
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
     if sum(map(bool, (args.fix, args.diff, args.add_noqa, args.update_baseline))) > 1:
@@ -161,7 +189,16 @@ def run_check(args: argparse.Namespace) -> int:
     findings = result.findings
     if args.add_noqa:
         _note(f"Added {_count(add_noqa(findings), 'noqa directive')}.")
-        return EXIT_CLEAN
+        # Said, not assumed: the next run is what the user will see.
+        left = check_paths(paths, config, selection, force_exclude=args.force_exclude, use_cache=not args.no_cache).findings
+        left = sorted((f for f in left if f.code not in catalogue.ADVISORY), key=lambda f: f.sort_key)
+        if not left:
+            return EXIT_CLEAN
+        _note(f"{_count(len(left))} could not be suppressed with a noqa comment and will still be reported:")
+        for f in left:
+            why = " (cglint's own diagnostic: fix the file)" if f.code in catalogue.TOOL_DIAGNOSTICS else ""
+            _note(f"  {f.path}:{f.line}:{f.column}: {f.code} {f.message}{why}")
+        return EXIT_CLEAN if args.exit_zero else EXIT_FINDINGS
     if args.baseline is not None:
         from cglint import baseline
 
@@ -177,7 +214,7 @@ def run_check(args: argparse.Namespace) -> int:
             notes.append(f"{_count(known)} recorded in {args.baseline} not shown.")
     with _output(args.output_file) as stream:
         color = _use_color(args.color, stream)
-        write_report(findings, fmt=fmt, files_checked=result.files_checked, stream=stream, statistics=args.statistics, color=color)
+        write_report(findings, fmt=fmt, files_checked=result.files_checked, stream=stream, statistics=args.statistics, color=color, coverage=result.coverage)
     for note in notes:
         _note(note)
     if any(f.code not in catalogue.ADVISORY for f in findings) and not args.exit_zero:
@@ -211,10 +248,14 @@ def add_noqa(findings) -> int:
     from cglint.rewrite import FileChanged, replace_text
     from cglint.suppress import with_noqa
 
+    rules = catalogue.by_code()
     by_path: dict[str, list] = {}
     for f in findings:
         if f.code not in catalogue.TOOL_DIAGNOSTICS:
             by_path.setdefault(f.path, []).append((f.code, f.line, f.end_line))
+            if getattr(rules.get(f.code), "aggregate", False):  # its other hits, one finding
+                for r in f.related:
+                    by_path.setdefault(r.path, []).append((f.code, r.line, r.line))
     added = 0
     for path, wanted in sorted(by_path.items()):
         loaded = source.load(Path(path), path)

@@ -40,33 +40,70 @@ def is_suppressed(code: str, lines: list) -> bool:
     return False
 
 
-def _comment_lines(text: str) -> dict[int, Optional[int]]:
-    """Lines that can end with a comment (not inside a string, not continued with a backslash),
-    mapped to the column of the comment they already have."""
+def _tokens(text: str):
+    """The tokens of `text`, up to where the tokenizer gives up (the rest has no comments)."""
     import io
     import tokenize
 
-    found: dict[int, Optional[int]] = {}
     try:
-        for token in tokenize.generate_tokens(io.StringIO(text).readline):
-            if token.type == tokenize.COMMENT:
-                found[token.start[0]] = token.start[1]
-            elif token.type in (tokenize.NEWLINE, tokenize.NL):
-                found.setdefault(token.start[0], None)
+        yield from tokenize.generate_tokens(io.StringIO(text).readline)
     except (tokenize.TokenError, SyntaxError):
-        pass
-    return found
+        return
+
+
+def _layout(text: str) -> tuple[dict[int, Optional[int]], dict[int, int]]:
+    """(comments, ends). `comments`: the lines that can end with a comment (not inside a
+    string or an f-string's replacement field, not continued with a backslash), mapped to the
+    column of the comment they already have. `ends`: for each line of a logical line that
+    spans several (brackets, a backslash, a multi-line string), the line it ends on."""
+    import tokenize
+
+    fstring_start = getattr(tokenize, "FSTRING_START", None)  # Python 3.12+
+    fstring_end = getattr(tokenize, "FSTRING_END", None)
+    comments: dict[int, Optional[int]] = {}
+    ends: dict[int, int] = {}
+    first: Optional[int] = None  # the first line of the logical line being read
+    fstrings = 0  # f-strings open around the current token (3.12 tokenizes their insides)
+    for token in _tokens(text):
+        kind, line = token.type, token.start[0]
+        if kind == fstring_start:
+            fstrings += 1
+        elif kind == fstring_end:
+            fstrings -= 1
+        if kind == tokenize.COMMENT:
+            if not fstrings:
+                comments[line] = token.start[1]
+        elif kind == tokenize.NL:
+            if not fstrings:
+                comments.setdefault(line, None)
+        elif kind == tokenize.NEWLINE:
+            comments.setdefault(line, None)
+            if first is not None and first < line:
+                ends.update((number, line) for number in range(first, line))
+            first = None
+        elif kind not in (tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING, tokenize.ENDMARKER) and first is None:
+            first = line
+    return comments, ends
+
+
+def logical_ends(text: str) -> dict[int, int]:
+    """For each line of a logical line that spans several lines, the last line of it: a
+    comment there covers findings on all of its lines, as flake8 reads a `# noqa` after a
+    multi-line string (Python allows no comment on a line that ends inside a string or
+    with a backslash)."""
+    return _layout(text)[1]
 
 
 def with_noqa(text: str, wanted: list) -> tuple[str, int]:
     """`text` with `# noqa: CODE` comments for `wanted`, a list of (code, first line, last line):
-    on the first line that can take a comment (the checker reads the first and the last),
-    merged into a `# noqa: ...` already there. Returns the text and how many were added."""
+    on the first or last line of the finding where Python allows a comment there, else at the
+    end of the logical line that holds its first line (the checker reads all three), merged
+    into a `# noqa: ...` already there. Returns the text and how many were added."""
     lines = text.splitlines(keepends=True)
-    comments = _comment_lines(text)
+    comments, ends = _layout(text)
     add: dict[int, list[str]] = {}
     for code, first, last in wanted:
-        for line in (first, last):
+        for line in (first, last, ends.get(first, first)):
             if line in comments and 0 < line <= len(lines):
                 if code not in add.setdefault(line, []):
                     add[line].append(code)

@@ -74,12 +74,102 @@ def test_add_noqa_never_writes_into_a_string_or_after_a_continuation(project, ca
         },
     )
     code, _, err = run(["check", "--add-noqa", "src"], capsys)
-    assert code == 0 and "Added 1 noqa directive." in err
+    assert code == 0 and "Added 2 noqa directives." in err
     text = (project / "src/train.py").read_text()
-    assert 'return x.item(), """\n    text""", \\\n        x.cpu()  # noqa: CG102\n' in text
-    # `x.item()` sits on a line that ends inside a string: no comment can go there.
+    # `x.item()` sits on a line that ends inside a string: its comment goes where Python
+    # allows one, at the end of the logical line, which the checker reads for every line of it.
+    assert 'return x.item(), """\n    text""", \\\n        x.cpu()  # noqa: CG101, CG102\n' in text
     code, out, _ = run(["check", "--format", "json", "src"], capsys)
-    assert codes(out) == [("CG101", 4)]
+    assert code == 0 and codes(out) == []
+
+
+def test_add_noqa_after_a_backslash_and_inside_a_triple_quoted_f_string(project, capsys):
+    write_project(
+        project,
+        {
+            "src/train.py": '''
+            import torch
+
+            def step(x):
+                y = x.sum().item() + \\
+                    1
+                msg = f"""value {
+                    x.sum().item()
+                } done"""
+                return x.max().item()
+
+            with torch.cuda.graph(g):
+                out = step(static_x)
+            ''',
+        },
+    )
+    code, out, _ = run(["check", "--format", "json", "src"], capsys)
+    assert codes(out) == [("CG101", 4), ("CG101", 7), ("CG101", 9)]
+    code, _, err = run(["check", "--add-noqa", "src"], capsys)
+    assert code == 0 and "Added 3 noqa directives." in err and "could not be suppressed" not in err
+    lines = (project / "src/train.py").read_text().splitlines()
+    assert lines[3:9] == [
+        "    y = x.sum().item() + \\",
+        "        1  # noqa: CG101",
+        '    msg = f"""value {',
+        "        x.sum().item()",
+        '    } done"""  # noqa: CG101',
+        "    return x.max().item()  # noqa: CG101",
+    ]
+    assert run(["check", "src"], capsys)[0] == 0
+
+
+def test_add_noqa_names_what_it_could_not_suppress_and_fails(project, capsys):
+    write_project(
+        project,
+        {
+            "src/log.py": """
+            import torch
+
+            def log(x):
+                print("a")
+                print("b")
+
+            with torch.cuda.graph(g):
+                log(static_x)
+            """,
+            "src/broken.py": "import torch\nwith torch.cuda.graph(g):\n    x = (1 +\n",
+        },
+    )
+    code, _, err = run(["check", "--add-noqa", "src"], capsys)
+    # Both prints of one finding (CG501 aggregates a function's hits) are suppressed at once.
+    assert (project / "src/log.py").read_text().count("# noqa: CG501") == 2
+    assert code == 1 and "Added 5 noqa directives." in err
+    assert "1 finding could not be suppressed with a noqa comment and will still be reported:" in err
+    assert "src/broken.py:3:9: CG002 syntax error" in err
+    assert "train.py" not in err.split("reported:")[1]
+    assert run(["check", "--add-noqa", "--exit-zero", "src"], capsys)[0] == 0
+
+
+def test_a_noqa_at_the_end_of_a_multi_line_statement_covers_each_of_its_lines(project, capsys):
+    write_project(
+        project,
+        {
+            "src/train.py": '''
+            import torch
+
+            def step(x, y):
+                total = (x.sum().item() +
+                         y.cpu().sum())  # noqa: CG101, CG102
+                text = f"""{
+                    x.max().item()
+                }"""  # cglint: ignore[CG101]
+                return x.min().item() + \\
+                    1  # noqa
+                return total, text, x.mean().item()  # noqa: CG102
+
+            with torch.cuda.graph(g):
+                out = step(static_x, static_y)
+            ''',
+        },
+    )
+    code, out, _ = run(["check", "--format", "json", "src"], capsys)
+    assert codes(out) == [("CG101", 11)]
 
 
 def test_only_new_findings_fail_against_a_baseline(project, capsys):
