@@ -27,6 +27,7 @@ from typing import Iterable, NamedTuple, Optional
 from cglint import __version__
 from cglint.findings import Finding
 from cglint.footprint import Footprint
+from cglint.reach import Coverage
 
 CACHE_DIR = ".cglint_cache"
 _MAX_ENTRIES = 64
@@ -114,22 +115,23 @@ def base_key(paths: Iterable[str], settings: object) -> str:
     return "base-" + run_key(dict.fromkeys(paths, ""), settings)
 
 
-def load(folder: Path, key: str) -> Optional[tuple[list[Finding], int]]:
+def load(folder: Path, key: str) -> Optional[tuple[list[Finding], int, Coverage]]:
     try:
         data = json.loads((folder / f"{key}.json").read_text("utf-8"))
         if _stale(data["deps"], data["absent"]):
             return None
-        return [Finding.from_json(f) for f in data["findings"]], int(data["files_checked"])
+        return [Finding.from_json(f) for f in data["findings"]], int(data["files_checked"]), Coverage.from_json(data["coverage"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def store(folder: Path, key: str, findings: list[Finding], files_checked: int, deps: Iterable[Path], absent: list[str]) -> None:
+def store(folder: Path, key: str, findings: list[Finding], files_checked: int, deps: Iterable[Path], absent: list[str], coverage: Coverage) -> None:
     _write(folder, key, {
         "deps": {str(p): file_digest(p) for p in deps},
         "absent": absent,
         "findings": [f.to_json() for f in findings],
         "files_checked": files_checked,
+        "coverage": coverage.to_json(),
     })
 
 

@@ -313,18 +313,19 @@ def _engine_findings(texts, configured, scanned, roots, checked, config, selecti
     found = _findings(hits, checked, selection, fixable)
     captures = [c for c in engine.all_captures() if c.site.module.file.path.resolve() in checked]
     run = _EngineRun(found, project.attempted_paths(), frozenset(helpers), project.searches, project.missing, engine.unresolved_entries())
-    run.coverage = _coverage(captures)
-    run.reach = _reach(captures) if reach else []
+    graph = [(capture, *engine.reach_graph.reach(capture)) for capture in captures]
+    run.coverage = _coverage(graph)
+    run.reach = _reach(graph) if reach else []
     return run
 
 
-def _coverage(captures: list) -> Coverage:
-    functions = {key for c in captures for key in c.reached}
-    calls = {key for c in captures for key in c.unresolved}
-    return Coverage(len(captures), len(functions), len(calls))
+def _coverage(graph: list[tuple]) -> Coverage:
+    functions = {key for _, reached, _ in graph for key in reached}
+    calls = {key for _, _, unfollowed in graph for key in unfollowed}
+    return Coverage(len(graph), len(functions), len(calls))
 
 
-def _reach(captures: list) -> list[CaptureReach]:
+def _reach(graph: list[tuple]) -> list[CaptureReach]:
     """What each capture site reached, with positions (only `cglint reach` pays for them)."""
     from cglint.engine.positions import Positions  # the engine loads lazily
     from cglint.engine.syntax import code_of
@@ -336,13 +337,13 @@ def _reach(captures: list) -> list[CaptureReach]:
         return span.start.line if span else 0
 
     found = []
-    for capture in captures:
+    for capture, reached, unfollowed in graph:
         site = capture.site
         entry = CaptureReach(site.module.display, line(site.module, site.node), capture.region_kind)
-        for function, trace in capture.reached.values():
+        for function, trace in reached.values():
             via = tuple(f"{s.module.display}:{line(s.module, s.node)} {s.text}" for s in trace)
             entry.reached.append(Reached(function.module.display, function.dunder_qualname, line(function.module, getattr(function.node, "name", function.node)), via))
-        for module, call, why in capture.unresolved.values():
+        for module, call, why in unfollowed.values():
             entry.unresolved.append(Unresolved(module.display, line(module, call), code_of(call.func), why))
         entry.reached.sort(key=lambda r: (r.path, r.line, r.qualname))
         entry.unresolved.sort(key=lambda u: (u.path, u.line, u.call))

@@ -1,4 +1,4 @@
-"""The command line: `cglint check`, `cglint rule CODE`, `cglint rules`, `cglint verify`, `cglint server`.
+"""The command line: `cglint check`, `cglint reach`, `cglint rule CODE`, `cglint rules`, `cglint verify`, `cglint server`.
 
 Exit codes (as ruff): 0 no findings, 1 findings, 2 usage, configuration or internal error.
 """

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from cglint.findings import Finding
+from cglint.reach import Coverage
 
 
 @dataclass
@@ -23,6 +24,7 @@ class Footprint:
     missing: list[str]  # modules the engine looked for on disk and did not find ("root/pkg/mod")
     engine: list[Finding]  # the run's findings that came from the engine
     per_file: dict  # the rest (read and syntax errors), by file
+    coverage: Coverage  # what the engine followed from the captures (the summary's counts)
     # The paths whose creation would give the engine a module it looked for: from `missing`,
     # and only when a cache asks (thousands of lookups on a large tree).
     known_absent: Optional[list[str]] = None
@@ -42,6 +44,7 @@ class Footprint:
             "absent": self.absent,
             "engine": [f.to_json() for f in self.engine],
             "per_file": {os.path.abspath(p): [f.to_json() for f in found] for p, found in self.per_file.items()},
+            "coverage": self.coverage.to_json(),
         }
 
     @classmethod
@@ -55,6 +58,7 @@ class Footprint:
             missing=[],
             engine=[Finding.from_json(f) for f in data["engine"]],
             per_file={path: [Finding.from_json(f) for f in found] for path, found in data["per_file"].items()},
+            coverage=Coverage.from_json(data["coverage"]),
             known_absent=list(data["absent"]),
         )
 

@@ -70,7 +70,7 @@ def test_text_output_shows_source_caret_chain_and_summary(project, capsys):
     assert "6 |     return loss.item()" in out
     assert "  |            ^^^^^^^^^^^" in out
     assert "= captured: src/train.py:9 with torch.cuda.graph(g) -> src/train.py:10 step(static_x) -> src/train.py:3 step" in out
-    assert "Found 2 findings (2 errors) in 1 file; 1 file checked." in out
+    assert "Found 2 findings (2 errors) in 1 file; 1 file checked; 1 capture followed into 1 function." in out
     assert "\x1b[" not in out  # no colour when not a terminal
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Optional, Sequence
+from typing import Callable, Hashable, Iterable, Iterator, Optional, Sequence
 
 import libcst as cst
 
@@ -23,6 +23,7 @@ from cglint.engine.captures import Capture, CaptureKind, TraceStep
 from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo
 from cglint.engine.phases import cached_on_first_use
 from cglint.engine.project import Project
+from cglint.engine.reach_graph import ReachGraph, marker_node
 from cglint.engine.replay_writes import ANY_CONTAINER, ANY_OWNER, ITEM, argument_keys, attribute_key, attribute_write_keys, item_keys, reachable, restored_state, writes_of
 from cglint.engine.scope import Scope, initial_env
 from cglint.engine.state import StateFacts
@@ -50,6 +51,11 @@ class Job:
     trace: tuple[TraceStep, ...]
     marker: Optional[cst.CSTNode] = None  # only this region of the function is captured; None: all of it
     at_call: bool = False  # `args` are every argument of one call (left-out parameters hold their defaults)
+
+    @property
+    def node(self) -> Hashable:
+        """The job's node in the reach graph: the captured block, or the whole function."""
+        return marker_node(self.marker) if self.marker is not None else self.function.key
 
 
 @dataclass(frozen=True)
@@ -94,6 +100,7 @@ class Engine:
         self._resolved_entries: set[tuple[str, str]] = set()  # ("captured" | "capture-functions", name)
         self.state = StateFacts(project, self)
         self.hits: list[RawHit] = []
+        self.reach_graph = ReachGraph()
         self._seen_hits: set = set()
         self._captures: dict[tuple, Capture] = {}
         self._discovered: set = set()  # function keys, and ("with-replaying-args", key)
@@ -307,6 +314,7 @@ class Engine:
     def enqueue(self, function: FunctionInfo, args: dict[str, Value], parent: Job, step: TraceStep) -> None:
         # A cached function's body ran at warmup; at capture the cache answers (phases.py).
         if len(parent.trace) < MAX_DEPTH and not _device_kernel(function) and not cached_on_first_use(function):
+            self.reach_graph.call(parent.node, function, step)
             self._push(Job(function, args, parent.capture, parent.trace + (step,), at_call=True), _job_key(function, args, at_call=True))
 
     # --- discovery callbacks ---------------------------------------------------

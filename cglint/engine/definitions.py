@@ -54,6 +54,13 @@ class FunctionInfo:
     def __repr__(self) -> str:
         return f"<function {self.module.name}.{self.qualname}>"
 
+    @property
+    def dunder_qualname(self) -> str:
+        """The name as Python's `__qualname__` spells it: a nested def is `outer.<locals>.inner`."""
+        if self.parent is not None and self.parent.qualname != "<module>":
+            return f"{self.parent.dunder_qualname}.<locals>.{self.name}"
+        return self.qualname
+
     def nested(self, node: cst.FunctionDef) -> "FunctionInfo":
         """A function defined inside this one (a closure)."""
         return FunctionInfo(self.module, node, node.name.value, f"{self.qualname}.{node.name.value}", None, self)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -24,6 +25,7 @@ from cglint.engine.syntax import dotted_name
 # resolve one name (`pkg/__init__.py` importing from `pkg.core`, ...), and classes in an MRO.
 _MAX_REEXPORTS = 8
 _MAX_MRO = 32
+_DEF = re.compile(r"^[ \t]*(?:async[ \t]+)?def[ \t]+(\w+)", re.M)
 
 
 class Project:
@@ -57,6 +59,7 @@ class Project:
         self.searches: dict[str, list[Path]] = {}  # text searched for -> files that had it
         self.missing: list[str] = []  # modules looked for on disk and not found ("root/pkg/mod")
         self._find_constructions: Optional[Callable[[ClassInfo], list]] = None
+        self._defined_names: Optional[frozenset] = None
 
     @property
     def only_capturing(self) -> bool:
@@ -137,6 +140,13 @@ class Project:
             if module is not None:
                 found.append(module)
         return found
+
+    def defined_names(self) -> frozenset:
+        """The names of every function and method the checked files define (a text scan, once):
+        a method call on a value of unknown class can run project code only by one of them."""
+        if self._defined_names is None:
+            self._defined_names = frozenset(name for text in self.sources.values() for name in _DEF.findall(text))
+        return self._defined_names
 
     def attempted_paths(self) -> list[Path]:
         """Every file this project read to parse (whether or not it parsed)."""

@@ -28,6 +28,7 @@ from cglint.engine.scope import Scope, config_field, config_parameter
 from cglint.engine.phases import ends_with, fills_searched_cache, initializes_once, returns_once_filled, suite_body
 from cglint.engine.syntax import (SCOPES, assigned_names, call_method, callee_name, children, code_of, dotted_name,
                                   positional, string_value)
+from cglint.engine.unfollowed import why_unfollowed
 from cglint.engine.values import HOST, UNKNOWN, Kind, Value, evaluate, truth
 
 if TYPE_CHECKING:
@@ -641,6 +642,10 @@ class Walker:
             # An external function given a project callable will call it (checkpoint(fn, x), vmap(fn)).
             for function in self.callables(a.value for a in call.args):
                 self.engine.enqueue(function, {}, self.job, step)
+        if not targets:
+            why = why_unfollowed(call, self.scope)
+            if why is not None:
+                self.engine.reach_graph.unfollowed(self.job.node, self.function.module, call, why)
 
     def follow_property(self, node: cst.Attribute) -> None:
         """Reading a `@property` (`self.num_tokens`) runs its function in the region."""

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Optional, TextIO
 
 from cglint.findings import Finding
+from cglint.reach import Coverage, coverage_phrase
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 # Related locations shown under a finding; an aggregated finding can hold a hundred.
@@ -36,9 +37,9 @@ def _console(stream: TextIO, color: bool):
     return Console(file=stream, force_terminal=color, no_color=not color, highlight=False, soft_wrap=True, emoji=False)
 
 
-def write_text(findings: list[Finding], files_checked: int, stream: TextIO, *, statistics: bool = False, color: bool = False) -> None:
+def write_text(findings: list[Finding], files_checked: int, stream: TextIO, *, statistics: bool = False, color: bool = False, coverage: Optional[Coverage] = None) -> None:
     if not findings:  # the common pre-commit case: no need to load rich
-        stream.write(summary(findings, files_checked) + "\n")
+        stream.write(summary(findings, files_checked, coverage) + "\n")
         return
     from rich.markup import escape
     from rich.text import Text
@@ -72,15 +73,15 @@ def write_text(findings: list[Finding], files_checked: int, stream: TextIO, *, s
         console.print()
     if statistics:
         write_statistics(findings, console)
-    console.print(summary(findings, files_checked))
+    console.print(summary(findings, files_checked, coverage))
 
 
-def write_concise(findings: list[Finding], files_checked: int, stream: TextIO, statistics: bool = False) -> None:
+def write_concise(findings: list[Finding], files_checked: int, stream: TextIO, statistics: bool = False, coverage: Optional[Coverage] = None) -> None:
     for f in findings:
         stream.write(f"{f.path}:{f.line}:{f.column}: {f.code} [{f.severity}] {f.message}\n")
     if statistics:
         write_statistics(findings, _console(stream, False))
-    stream.write(summary(findings, files_checked) + "\n")
+    stream.write(summary(findings, files_checked, coverage) + "\n")
 
 
 def write_statistics(findings: list[Finding], console) -> None:
@@ -91,9 +92,18 @@ def write_statistics(findings: list[Finding], console) -> None:
         console.print()
 
 
-def summary(findings: list[Finding], files_checked: int) -> str:
+def summary(findings: list[Finding], files_checked: int, coverage: Optional[Coverage] = None) -> str:
+    """The closing line; it says how much was followed, so that a pass is never read as
+    "checked" where no capture was found or calls were left unfollowed."""
     files = f"{files_checked} file{'s' if files_checked != 1 else ''} checked"
+    if coverage is not None:
+        files = f"{files}; {coverage_phrase(coverage)}"
     if not findings:
+        if files_checked == 0:
+            return "No Python files found: nothing was checked."
+        if coverage is not None and not coverage.captures:
+            checked = f"{files_checked} file{'s' if files_checked != 1 else ''} checked"
+            return f"No capture found in {checked}: no code was checked for CUDA-graph hazards."
         return f"All checks passed ({files})."
     severities = Counter(f.severity for f in findings)
     parts = [f"{severities[s]} {s}{'s' if severities[s] != 1 else ''}" for s in ("error", "warning", "info") if severities[s]]
