@@ -20,10 +20,11 @@ import libcst as cst
 from cglint.engine.syntax import call_method, code_of, descendants, keyword, nearest_assignment, positional
 from cglint.engine.values import Kind, output_root
 from cglint.rule import COMPILED, REPLAY, Hit, Rule
-from cglint.rules.control_flow import HostStateCondition, TensorCondition
+from cglint.rules.control_flow import HostStateCondition, TensorCondition, conditions, operands
 from cglint.rules.dynamic_shape import StaleHostSize
 from cglint.rules.frozen_scalar import FrozenHostValue
-from cglint.rules.host_effect import FileIOInCapture, HostCounter, LoggingInCapture, PrintInCapture, ProgressBarInCapture
+from cglint.rules.host_effect import (FileIOInCapture, HostCounter, LoggingInCapture, PrintInCapture, ProgressBarInCapture,
+                                     TimerInCapture)
 from cglint.rules.sync import (
     BooleanMaskIndex,
     ClipGradNonfinite,
@@ -230,16 +231,26 @@ class GraphBreakWithFullgraph(_Reusing):
     category = "setup"
     severity = "error"
     fullgraph = True
-    # Only what failed to compile under fullgraph=True on a GPU (torch 2.11): `.item()` used
-    # in arithmetic, `nonzero()`, `.cpu()` and host RNG compiled (they cost speed: CG112).
-    constructs = (TensorFormatted, ExplicitSync, PrintInCapture)
-    summary = "A construct Dynamo cannot trace (`print`, a printed tensor, `torch.cuda.synchronize()`) inside a function compiled with `fullgraph=True` and CUDA graphs."
-    message = "`{expr}` cannot be traced by Dynamo, and the function is compiled with fullgraph=True: the first call fails to compile"
-    fix_hint = "Keep the work on the device (`torch.where`, `nonzero_static`), move host work out of the compiled function, or drop `fullgraph=True`."
+    # What torch rejects under fullgraph=True (torch 2.13 on the CPU, `backend="eager"`, and on
+    # a GPU with torch 2.11; tests/test_compiled.py runs the CPU half): a branch on tensor data or
+    # on a number read from it, a tensor formatted by print/str/repr/format, print, logging, file
+    # I/O, clocks, progress bars, torch.cuda.synchronize(). What it compiles is no CG911:
+    # `.item()`, `float(t)`/`int(t)` used in arithmetic or as a size, `nonzero()`, `x[mask]`,
+    # `unique`, `.cpu()`, f-strings and `"{}".format(t)`, and `assert <tensor>` (an async assert).
+    constructs = (TensorCondition, TensorFormatted, ExplicitSync, PrintInCapture, LoggingInCapture,
+                  FileIOInCapture, ProgressBarInCapture, TimerInCapture)
+    summary = "A graph break (a branch on tensor data, `print`, logging, a printed tensor, `torch.cuda.synchronize()`...) inside a function compiled with `fullgraph=True` and CUDA graphs."
+    message = "`{expr}` {reason}, and the function is compiled with fullgraph=True: the first call fails to compile"
+    fix_hint = "Keep the work on the device (`torch.where`, `torch.cond`), move host work out of the compiled function, or drop `fullgraph=True`."
     why = """`fullgraph=True` asks Dynamo for one graph and turns every graph break into an
-    error raised by the first call. On a GPU (H100, torch 2.11) a branch on `.item()`,
-    `print(t.max())`, `print("step")` and `torch.cuda.synchronize()` failed to compile this
-    way; without `fullgraph=True` they cost speed (CG112, CG203, CG508)."""
+    error raised by the first call, in the compiled function and in every function it calls.
+    On a GPU (H100, torch 2.11) a branch on `.item()`, `print(t.max())`, `print("step")` and
+    `torch.cuda.synchronize()` failed to compile this way; on the CPU (torch 2.13) so did a
+    branch on `x.sum() > 0` ("Data-dependent branching"), one on a number read with `.item()`
+    or `float(t)` ("Could not guard on data-dependent expression"), `str(t)`, logging, `open()`
+    and `time.time()`. Under fullgraph=True Dynamo captures `.item()` used in arithmetic,
+    `nonzero()` and boolean masks into the graph, so they are no compile error. Without
+    `fullgraph=True` the same constructs cost speed (CG112, CG203, CG508)."""
     invalid = (
         '''
 import torch
@@ -248,6 +259,21 @@ import torch
 def normalize(x):
     print("max", x.abs().max())  # expect: CG911
     return x / x.abs().max()
+''',
+        '''
+import torch
+
+def clip(grad):
+    norm = grad.norm()
+    if norm.item() > 1.0:  # expect: CG911
+        grad = grad / norm
+    return grad
+
+@torch.compile(mode="reduce-overhead", fullgraph=True)
+def update(param, grad, lr):
+    if grad.abs().max() > 10:  # expect: CG911
+        grad = grad.clamp(-10, 10)
+    return param - clip(grad) * lr
 ''',
     )
     valid = (
@@ -258,7 +284,45 @@ import torch
 def normalize(x):
     return x / x.abs().max()
 ''',
+        '''
+import torch
+
+@torch.compile(mode="reduce-overhead", fullgraph=True)
+def update(param, grad, lr):
+    norm = grad.norm()
+    grad = torch.where(norm > 1.0, grad / norm, grad)
+    assert torch.isfinite(norm)
+    return param - grad * lr * norm.item()
+''',
     )
+
+    def check(self, node, ctx):
+        if not ctx.fullgraph:
+            return
+        if isinstance(node, TensorCondition.nodes):
+            for part in _data_dependent_tests(node, ctx):
+                yield Hit(part, {"reason": "decides a Python branch from tensor data, which Dynamo cannot trace"})
+        for rule in self.constructs[1:]:
+            if not isinstance(node, rule.nodes):
+                continue
+            for hit in rule().check(node, ctx):
+                found = hit.node if isinstance(hit, Hit) else hit
+                if rule is TensorFormatted and not isinstance(found, cst.Call):
+                    continue  # an f-string of a tensor compiles (torch 2.13)
+                yield Hit(found, {"reason": "cannot be traced by Dynamo"})
+
+
+def _data_dependent_tests(node: cst.CSTNode, ctx) -> Iterator[cst.BaseExpression]:
+    """The parts of a condition at `node` whose truth comes from tensor data: a tensor, or a
+    Python number read from one (`v = t.item(); if v > 0:`, a size of a `nonzero()` result).
+    Dynamo cannot guard on either. `assert <tensor>` is compiled to an asynchronous assert."""
+    if isinstance(node, cst.Assert) and ctx.is_device_tensor(node.test):
+        return
+    parts = [node.left] if isinstance(node, cst.BooleanOperation) else [p for c in conditions(node) for p in operands(c)]
+    for part in parts:
+        value = ctx.value(part)
+        if value.kind == Kind.TENSOR or (value.kind == Kind.HOST and value.data):
+            yield part
 
 
 class GuardedValueChanges(_Reusing):

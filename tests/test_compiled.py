@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
+
 from cglint.api import check_source
 
 
@@ -65,9 +67,88 @@ def test_fullgraph_turns_graph_breaks_into_compile_errors():
             print("positive")
         return x.nonzero()
     """
-    # Only what failed to compile with fullgraph=True on a GPU is an error: `print`. There,
-    # `nonzero()` compiled (CUDA graphs are skipped instead), so it is no CG911.
-    assert lines(source) == {("CG911", 7)}
+    # The branch on data and `print` fail to compile with fullgraph=True (on a GPU, and on
+    # the CPU: test_torch_rejects_under_fullgraph); `nonzero()` compiles, so it is no CG911.
+    assert lines(source) == {("CG911", 6), ("CG911", 7)}
+
+
+FULLGRAPH_BREAKS = """
+import logging
+import time
+import torch
+
+log = logging.getLogger(__name__)
+
+def clip(g):
+    if g.norm() > 1.0:  # data-dependent branching
+        g = g / g.norm()
+    return g
+
+def scale_of(x):
+    peak = x.abs().max().item()
+    if peak > 10:  # a branch on a number read from the tensor
+        return 10 / peak
+    return 1.0
+
+def step(x):
+    s = str(x)
+    started = time.perf_counter()
+    log.info("step")
+    y = x * scale_of(x) if not bool(x.isnan().any()) else x
+    while (y * y).sum() > 100:
+        y = y / 2
+    return clip(y)
+
+def fine(x):
+    n = x.sum().item()
+    idx = x.nonzero()
+    text = f"{x.max()}"
+    assert torch.isfinite(x).all()
+    return x * n + x[x > 0].sum() + float(x.max()) + idx.sum()
+"""
+
+
+def test_every_graph_break_under_fullgraph_is_cg911_through_calls():
+    source = FULLGRAPH_BREAKS + """
+fast = torch.compile(step, mode="reduce-overhead", fullgraph=True)
+ok = torch.compile(fine, mode="reduce-overhead", fullgraph=True)
+"""
+    assert lines(source) == {("CG911", n) for n in (9, 15, 20, 21, 22, 23, 24)}
+    # Without fullgraph=True the same lines cost speed only.
+    plain = lines(source.replace(", fullgraph=True", ""))
+    assert not any(code == "CG911" for code, _ in plain)
+    assert {("CG203", 9), ("CG203", 24), ("CG112", 14), ("CG112", 20), ("CG112", 23), ("CG508", 22)} <= plain
+
+
+def test_torch_rejects_under_fullgraph_what_cg911_reports():
+    """The evidence on torch itself (CPU): each CG911 line above fails to compile with
+    fullgraph=True, and the function of constructs left alone compiles."""
+    torch = pytest.importorskip("torch")
+    namespace: dict = {}
+    exec(compile(FULLGRAPH_BREAKS, "fullgraph_breaks.py", "exec"), namespace)
+    x = torch.randn(8)
+
+    def compiles(fn) -> bool:
+        torch._dynamo.reset()
+        try:
+            torch.compile(fn, fullgraph=True, backend="eager")(x)
+        except Exception:  # noqa: BLE001 - torch raises Unsupported or UserError
+            return False
+        return True
+
+    for name in ("clip", "scale_of"):
+        assert not compiles(namespace[name]), name
+    line = {n: text for n, text in enumerate(FULLGRAPH_BREAKS.splitlines(), 1)}
+    for number in (20, 21, 22, 23, 24):  # each construct of step() on its own
+        body = line[number].strip()
+        if body.startswith("while"):
+            body = "while (x * x).sum() > 100:\n        x = x / 2"
+        elif body.startswith("y ="):
+            body = "y = x if not bool(x.isnan().any()) else x"
+        source = f"def probe(x):\n    {body}\n    return x + 1\n"
+        exec(compile(source, "probe.py", "exec"), namespace)
+        assert not compiles(namespace["probe"]), body
+    assert compiles(namespace["fine"])
 
 
 def test_outputs_kept_across_calls_in_a_method_of_a_compiled_attribute():
