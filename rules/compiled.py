@@ -241,7 +241,7 @@ class GraphBreakWithFullgraph(_Reusing):
                   FileIOInCapture, ProgressBarInCapture, TimerInCapture)
     summary = "A graph break (a branch on tensor data, `print`, logging, a printed tensor, `torch.cuda.synchronize()`...) inside a function compiled with `fullgraph=True` and CUDA graphs."
     message = "`{expr}` {reason}, and the function is compiled with fullgraph=True: the first call fails to compile"
-    fix_hint = "Keep the work on the device (`torch.where`, `torch.cond`), move host work out of the compiled function, or drop `fullgraph=True`."
+    fix_hint = "Keep the work on the device (`torch.where`, `torch.cond`), move host work out of the compiled function or under `if not torch.compiler.is_compiling():`, or drop `fullgraph=True`."
     why = """`fullgraph=True` asks Dynamo for one graph and turns every graph break into an
     error raised by the first call, in the compiled function and in every function it calls.
     On a GPU (H100, torch 2.11) a branch on `.item()`, `print(t.max())`, `print("step")` and
@@ -318,7 +318,7 @@ def _data_dependent_tests(node: cst.CSTNode, ctx) -> Iterator[cst.BaseExpression
     Dynamo cannot guard on either. `assert <tensor>` is compiled to an asynchronous assert."""
     if isinstance(node, cst.Assert) and ctx.is_device_tensor(node.test):
         return
-    parts = [node.left] if isinstance(node, cst.BooleanOperation) else [p for c in conditions(node) for p in operands(c)]
+    parts = [node.left] if isinstance(node, cst.BooleanOperation) else [p for c in conditions(node) for p in operands(c, ctx)]
     for part in parts:
         value = ctx.value(part)
         if value.kind == Kind.TENSOR or (value.kind == Kind.HOST and value.data):

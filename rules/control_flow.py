@@ -25,12 +25,17 @@ def conditions(node: cst.CSTNode) -> list[cst.BaseExpression]:
     return []
 
 
-def operands(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
-    """Split `a and not b` into the parts whose truth is taken."""
+def operands(expr: cst.BaseExpression, ctx=None) -> list[cst.BaseExpression]:
+    """Split `a and not b` into the parts whose truth is taken. With `ctx`, a part that a known
+    left side short-circuits is left out (`not torch.compiler.is_compiling() and x.sum() > 0`
+    in compiled code never evaluates the tensor test)."""
     if isinstance(expr, cst.BooleanOperation):
-        return operands(expr.left) + operands(expr.right)
+        known = ctx.truth(expr.left) if ctx is not None else None
+        if known is not None and known == isinstance(expr.operator, cst.Or):
+            return operands(expr.left, ctx)
+        return operands(expr.left, ctx) + operands(expr.right, ctx)
     if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
-        return operands(expr.expression)
+        return operands(expr.expression, ctx)
     return [expr]
 
 
@@ -114,7 +119,7 @@ with torch.cuda.graph(g):
             # Only `x and y` used as a value: inside a condition the whole test is judged once.
             parts = [node.left]
         else:
-            parts = [p for c in conditions(node) for p in operands(c)]
+            parts = [p for c in conditions(node) for p in operands(c, ctx)]
         for part in parts:
             if ctx.is_device_tensor(part):
                 yield part

@@ -204,3 +204,116 @@ def test_a_loop_counter_passed_to_a_compiled_function():
         return tokens
     """
     assert lines(source) == {("CG604", 7)}
+
+
+GUARDED = """
+import torch
+try:
+    from torch.compiler import is_dynamo_compiling
+except ImportError:
+    from torch._dynamo import is_compiling as is_dynamo_compiling
+from torch.compiler import is_compiling
+
+EAGER_LOG = []
+
+class Estimator(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 8)
+        self.calls = 0
+
+    def forward(self, x):
+        y = self.proj(x)
+        if not torch.compiler.is_compiling():
+            print("value", y.max().item())
+        if not is_dynamo_compiling() and y.sum() > 0:
+            y = y / y.sum()
+        return self.finish(y)
+
+    def finish(self, y):
+        if torch._dynamo.is_compiling():
+            return y * 2
+        self.calls += 1
+        if y.isnan().any():
+            raise ValueError("nan")
+        return y * 2
+
+def check(x):
+    if is_compiling():
+        return x
+    print("eager", x.max())
+    return x
+"""
+
+
+def test_code_the_compiled_trace_never_takes_is_not_compiled():
+    """`if not is_compiling():` bodies and what follows `if is_compiling(): return` run eagerly
+    only: no CG508, CG112, CG203 or CG603 there, in every spelling of the check."""
+    compiled = GUARDED + """
+step = torch.compile(Estimator(), mode="reduce-overhead")
+fast_check = torch.compile(check, mode="reduce-overhead", fullgraph=True)
+"""
+    assert lines(compiled) == set()
+    # The same code captured raw is not compiled: `is_compiling()` is False there, and what
+    # the guards hold is captured (the raw rules report it).
+    raw = GUARDED + """
+model = Estimator()
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    out = model(static_x)
+    check(static_x)
+"""
+    assert {("CG101", 20), ("CG201", 21), ("CG505", 28), ("CG201", 29), ("CG103", 36)} <= lines(raw)
+
+
+def test_a_project_wrapper_of_the_compiling_check(tmp_path):
+    from tests.helpers import codes_lines, findings
+
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/utils.py": """
+            def is_torchdynamo_compiling():
+                try:
+                    import torch
+                    return torch.compiler.is_compiling()
+                except Exception:
+                    try:
+                        import torch._dynamo as dynamo
+                        return dynamo.is_compiling()
+                    except Exception:
+                        return False
+        """,
+        "pkg/model.py": """
+            import torch
+            from pkg.utils import is_torchdynamo_compiling
+
+            class Head(torch.nn.Module):
+                def forward(self, x):
+                    if not is_torchdynamo_compiling():
+                        print("eager", x.max().item())
+                    return x.relu()
+
+            head = torch.compile(Head(), mode="reduce-overhead")
+        """,
+    }
+    assert codes_lines(findings(tmp_path, files, select=("ALL",))) == set()
+
+
+def test_torch_does_not_trace_into_an_is_compiling_guard():
+    """The evidence on torch (CPU): under fullgraph=True, where any graph break raises, a guarded
+    print, `.item()` branch and data-dependent branch compile, because Dynamo takes the
+    compiling side of the check and never traces the other."""
+    torch = pytest.importorskip("torch")
+    namespace: dict = {}
+    exec(compile(GUARDED, "guarded.py", "exec"), namespace)
+    x = torch.randn(4, 8)
+    torch._dynamo.reset()
+    model = namespace["Estimator"]()
+    compiled = torch.compile(model, fullgraph=True, backend="eager")
+    compiled(x)
+    compiled(x)
+    assert model.calls == 0  # `self.calls += 1` after `if is_compiling(): return` never ran
+    torch._dynamo.reset()
+    torch.compile(namespace["check"], fullgraph=True, backend="eager")(x)
+    model(x)
+    assert model.calls == 1  # eagerly, the guarded side runs

@@ -11,7 +11,7 @@ from cglint.engine import captures
 from cglint.engine.captures import Capture, CaptureKind, capture_method
 from cglint.engine.definitions import ClassInfo, FunctionInfo
 from cglint.engine.syntax import call_method, code_of, descendants, nearest_assignment
-from cglint.engine.values import Kind, Value, evaluate, host_reads, output_root, to_device
+from cglint.engine.values import Kind, Value, evaluate, host_reads, output_root, to_device, truth
 
 if TYPE_CHECKING:
     from cglint.engine.walk import Walker
@@ -29,6 +29,10 @@ class Context:
     # --- values ------------------------------------------------------------
     def value(self, expr: cst.BaseExpression) -> Value:
         return evaluate(expr, self._walker.scope)
+
+    def truth(self, expr: cst.BaseExpression) -> Optional[bool]:
+        """Whether a condition is known to hold here (values.truth), None where unknown."""
+        return truth(expr, self._walker.scope)
 
     def is_tensor(self, expr: cst.BaseExpression) -> bool:
         """Known to be a tensor (on any device)."""

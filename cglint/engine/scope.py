@@ -29,6 +29,8 @@ class Scope:
         self.cls: Optional[ClassInfo] = function.cls
         self.env: dict[str, Value] = {} if env is None else env
         self.value_cache: dict[int, tuple] = {}
+        # True where the code runs under a Dynamo trace (a compiled region): `is_compiling()` holds.
+        self.compiling: Optional[bool] = None
         self._self_name = function.params[0].name.value if function.is_method and function.params else None
 
     def returned(self, function: FunctionInfo) -> Value:

@@ -242,10 +242,62 @@ def truth(expr: cst.BaseExpression, scope: "Scope") -> Optional[bool]:
         return _compare(evaluate(expr.left, scope), expr.comparisons[0], scope)
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "isinstance":
         return _is_tensor_check(expr, scope)
+    if isinstance(expr, cst.Call) and scope.compiling is not None and compiling_check(expr, scope):
+        return scope.compiling
     value = evaluate(expr, scope)
     if value.const is not None and not isinstance(value.const, tuple):
         return bool(value.const)
     return None
+
+
+def compiling_check(call: cst.Call, scope: "Scope") -> bool:
+    """`torch.compiler.is_compiling()` in any spelling (`from torch._dynamo import is_compiling as
+    is_dynamo_compiling`), or a project function that returns one (transformers'
+    `is_torchdynamo_compiling()`: a check in a `try`, `return False` where torch is missing)."""
+    if call.args:
+        return False
+    checks = tables().capture.compiling_check
+    qualified = scope.qualname(call.func)
+    if qualified is None:
+        return False
+    if qualified in checks:
+        return True
+    definition = scope.project.resolve(qualified, scope.module)
+    if not isinstance(definition, FunctionInfo) or definition.outline is None:
+        return False
+    return scope.project.cached(("compiling-check", definition.key), lambda: _returns_compiling_check(definition, checks), False)  # type: ignore[return-value]
+
+
+def _returns_compiling_check(function: FunctionInfo, checks: frozenset) -> bool:
+    """Every `return` of the function gives a compiling check or False, and one gives a check."""
+    node = function.outline.node  # type: ignore[union-attr]
+    names = dict(function.module.imports)
+    returns, stack = [], list(reversed(getattr(node, "body", [])))
+    while stack:
+        inner = stack.pop()
+        if isinstance(inner, ast.Import):
+            for alias in inner.names:
+                names[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+        elif isinstance(inner, ast.ImportFrom) and inner.module and not inner.level:
+            names.update((alias.asname or alias.name, f"{inner.module}.{alias.name}") for alias in inner.names)
+        elif isinstance(inner, ast.Return):
+            returns.append(inner.value)
+        elif not isinstance(inner, AST_SCOPES):
+            stack.extend(reversed(list(ast.iter_child_nodes(inner))))
+
+    def dotted(expr) -> Optional[str]:
+        if isinstance(expr, ast.Attribute):
+            base = dotted(expr.value)
+            return f"{base}.{expr.attr}" if base else None
+        return names.get(expr.id, expr.id) if isinstance(expr, ast.Name) else None
+
+    found = False
+    for value in returns:
+        if isinstance(value, ast.Call) and not value.args and dotted(value.func) in checks:
+            found = True
+        elif not (isinstance(value, ast.Constant) and value.value is False):
+            return False
+    return found
 
 
 def _is_tensor_check(call: cst.Call, scope: "Scope") -> Optional[bool]:

@@ -69,6 +69,8 @@ class Walker:
         self.function = function
         self.initial_env = dict(env)
         self.scope = Scope(engine.project, function, env)
+        if mode is Mode.REGION and job is not None and job.capture.kind is CaptureKind.COMPILED:
+            self.scope.compiling = True  # Dynamo traces it: `if not is_compiling():` is not compiled
         self.mode = mode
         self.job = job
         self.ctx = Context(self)
@@ -402,8 +404,15 @@ class Walker:
             if kind in SCOPES:
                 continue
             kids = list(children(current))
+            if kind is cst.BooleanOperation and self.mode is Mode.REGION and self.in_region and self.short_circuits(current):  # type: ignore[arg-type]
+                kids = [current.left]  # type: ignore[attr-defined]  # `False and x.item()`: the right side never runs
             kids.reverse()
             stack.extend(kids)
+
+    def short_circuits(self, node: cst.BooleanOperation) -> bool:
+        """Whether the left side of `and`/`or` is known to decide it, so the right side never runs."""
+        known = truth(node.left, self.scope)
+        return known is not None and known == isinstance(node.operator, cst.Or)
 
     def call(self, node: cst.Call) -> None:
         method = captures.capture_method(node)
