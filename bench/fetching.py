@@ -128,13 +128,14 @@ def fetch(name: str, spec: dict, scratch: Path) -> Path:
     return tree
 
 
-def run_cglint(tree: Path, paths: list, config: dict, report: Path | None = None) -> tuple[dict, float, float]:
+def run_cglint(tree: Path, paths: list, config: dict, report: Path | None = None, subcommand: tuple = ("check", "--exit-zero", "--no-cache")) -> tuple[dict, float, float]:
     """cglint's JSON report on `paths` of `tree` with `config` ([tool.cglint] keys), the wall
     seconds and the peak resident MiB of the cglint process with its workers. `report`: a
-    file to keep the JSON report in. The cglint imported is the one of this checkout."""
+    file to keep the JSON report in; `subcommand`: `check` by default, or `("reach",)`. The
+    cglint imported is the one of this checkout."""
     settings = tree / "cglint.toml"  # this run's own configuration (and none from above the tree)
     settings.write_text("".join(f"{key} = {json.dumps(value)}\n" for key, value in config.items()), encoding="utf-8")
-    command = [sys.executable, "-m", "cglint", "check", "--format", "json", "--exit-zero", "--no-cache", "--config", str(settings), *paths]
+    command = [sys.executable, "-m", "cglint", *subcommand, "--format", "json", "--config", str(settings), *paths]
     repo = str(Path(__file__).resolve().parent.parent)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")])))
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
