@@ -51,6 +51,7 @@ class HostTracer:
         self._tool: Optional[int] = None  # the sys.monitoring tool id (3.12+)
         self._patched = Patched()  # numpy.random's functions, wrapped while tracing
         self._importing = 0  # module code run by an import is not the region's work
+        self._block: Optional[FrameType] = None  # the capture block's frame, while tracing
         self._targets = _python_targets()
         self._files = {
             logging.__file__: (rc.LOGGING_IN_CAPTURE, "logging during capture runs once, not on replay"),
@@ -59,6 +60,9 @@ class HostTracer:
         }
 
     def start(self) -> None:
+        # The frame that wrote the capture block (`with torch.cuda.graph(g):` or capture_begin()):
+        # its own statements run once, at capture, on purpose (CG504 is about code it calls).
+        self._block = frames.user_frame(sys._getframe(1))
         self._patch_numpy()
         self._codes: set[CodeType] = set()
         events = monitor.events() if monitor.AVAILABLE else None
@@ -224,6 +228,8 @@ class HostTracer:
         if torch is not None and isinstance(owner, torch.Generator) and name in HOST.generator_state.names:
             return HOST.generator_state.code, f"`Generator.{name}()` seeds or reads RNG state during capture"
         if name in HOST.container_writes.names and (isinstance(owner, (list, dict, set)) or _is_deque(owner)):
+            if frame is self._block:
+                return None  # `outputs.append(out)` written in the capture block itself (see CG504's rule)
             where = _long_lived(owner, frame)
             if where:
                 return HOST.container_writes.code, f"`{where}.{name}(...)` writes a host container once, not on replay"
