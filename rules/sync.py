@@ -134,6 +134,8 @@ with torch.cuda.graph(g):
         receiver, name = method
         if not ctx.maybe_tensor(receiver) or ctx.is_host_tensor(receiver):
             return  # copying a tensor that is already in host memory waits for nothing
+        if name == "tolist" and node.args:
+            return  # Tensor.tolist() takes no arguments: `td.tolist(as_linked_list=True)` is another class's
         if name in ("cpu", "tolist", "numpy") or (name == "to" and ctx.to_device(node) == "cpu"):
             yield node
 

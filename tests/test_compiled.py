@@ -317,3 +317,40 @@ def test_torch_does_not_trace_into_an_is_compiling_guard():
     torch.compile(namespace["check"], fullgraph=True, backend="eager")(x)
     model(x)
     assert model.calls == 1  # eagerly, the guarded side runs
+
+
+def test_methods_of_objects_known_to_be_another_class_are_not_tensor_methods():
+    """A receiver known to be another class (isinstance, annotation, construction) is no
+    tensor: its `tolist()` is not Tensor.tolist(); nor is a `tolist(...)` given arguments,
+    which Tensor.tolist() does not take. A receiver of unknown class still is reported."""
+    source = """
+    import torch
+    from tensordict import NonTensorStack, TensorDict, TensorDictBase, capture_non_tensor_stack
+
+    def get(value):
+        if isinstance(value, NonTensorStack) and not capture_non_tensor_stack():
+            return value.tolist()
+        if isinstance(value, (TensorDictBase, dict)):
+            return value.tolist()
+        return value.tolist()
+
+    def linked(value):
+        return value.tolist(as_linked_list=True)
+
+    def made(x):
+        out = TensorDict({"x": x}, batch_size=[4])
+        return out.tolist()
+
+    def checked(value):
+        if not isinstance(value, TensorDictBase):
+            raise TypeError(type(value))
+        return value.tolist()
+
+    def annotated(td: TensorDictBase, t: torch.Tensor):
+        return td.tolist(), t.tolist()
+
+    fast = [torch.compile(get, mode="reduce-overhead"), torch.compile(linked, mode="reduce-overhead"),
+            torch.compile(made, mode="reduce-overhead"), torch.compile(checked, mode="reduce-overhead"),
+            torch.compile(annotated, mode="reduce-overhead")]
+    """
+    assert lines(source) == {("CG112", 10), ("CG112", 25)}

@@ -11,7 +11,7 @@ from cglint.engine.syntax import descendants, dotted_name
 from cglint.engine.api import tables
 from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo
 from cglint.engine.project import Project
-from cglint.engine.values import FALSE, HOST, NONE, PY_NONE, TENSOR, TRUE, UNKNOWN, Kind, Value, evaluate, join, literal_value
+from cglint.engine.values import FALSE, HOST, NONE, PY_NONE, TENSOR, TRUE, UNKNOWN, Kind, Value, evaluate, instance_of, join, literal_value
 
 _DTYPES = frozenset(
     "float16 float32 float64 bfloat16 half float double int8 int16 int32 int64 uint8 long int short bool "
@@ -377,7 +377,9 @@ def _annotation_value(annotation: cst.BaseExpression, scope: Scope) -> Value:
     if reference.is_class:  # an instance of a project class
         return Value(Kind.OBJECT, targets=reference.targets, tag=scope.class_tag(reference.targets[0]))
     tag = tables().objects.get(qualified, "")
-    return Value(Kind.OBJECT, tag=tag) if tag else UNKNOWN
+    if tag:
+        return Value(Kind.OBJECT, tag=tag)
+    return instance_of(qualified, scope) or UNKNOWN  # `td: TensorDictBase`: an object of another library
 
 
 def _param_value(param: cst.Param, scope: Scope) -> Value:

@@ -250,6 +250,53 @@ def truth(expr: cst.BaseExpression, scope: "Scope") -> Optional[bool]:
     return None
 
 
+# Modules whose names are types of no object (`typing.Any`, `collections.abc.Mapping`): no instance.
+_TYPING = ("typing.", "typing_extensions.", "collections.abc.", "abc.", "builtins.")
+
+
+_BUILTIN_TYPES = frozenset({"dict", "list", "tuple", "set", "frozenset", "str", "bytes", "int", "float", "bool"})
+
+
+def instance_of(qualified: Optional[str], scope: "Scope") -> Optional[Value]:
+    """What an instance of the class `qualified` is, where it is known not to be a tensor: a
+    project class's object, or an object of another library's class (`TensorDictBase`,
+    `NonTensorStack`). None for tensor classes (torch's, `*Tensor` subclasses such as `DTensor`),
+    typing names, torch's own types and names that are no class (lower case)."""
+    if not qualified or qualified in tables().values.tensor_classes:
+        return None
+    if qualified in _BUILTIN_TYPES:
+        return HOST
+    last = qualified.rsplit(".", 1)[-1]
+    if not last[:1].isupper() or last.endswith("Tensor") or qualified.startswith(("torch.", "numpy.") + _TYPING):
+        return None
+    definition = scope.project.resolve(qualified, scope.module)
+    if isinstance(definition, ClassInfo):
+        if any(base.rsplit(".", 1)[-1].endswith("Tensor") for base in scope.project.base_names(definition)):
+            return None  # a project tensor subclass
+        return Value(Kind.OBJECT, targets=(definition,), tag=scope.class_tag(definition))
+    if definition is not None or "." not in qualified or qualified.split(".")[0] == scope.module.name.split(".")[0]:
+        return None  # a function, or a name of the project that resolved to nothing
+    return Value(Kind.OBJECT)
+
+
+def narrowed(test: cst.BaseExpression, scope: "Scope") -> dict[str, Value]:
+    """Names an `if` test proves to hold an instance of a non-tensor class in its body:
+    `isinstance(result, TensorDictBase)`, alone or as a conjunct of `and`."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return {**narrowed(test.left, scope), **narrowed(test.right, scope)}
+    if not (isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and test.func.value == "isinstance"):
+        return {}
+    args = [a.value for a in test.args]
+    if len(args) != 2 or not isinstance(args[0], cst.Name) or test.func.value in scope.env:
+        return {}
+    classes = [e.value for e in args[1].elements] if isinstance(args[1], (cst.Tuple, cst.List)) else [args[1]]
+    values = [instance_of(scope.qualname(c), scope) for c in classes]
+    if not values or any(v is None for v in values):
+        return {}
+    value = values[0] if len(values) == 1 else Value(Kind.OBJECT)
+    return {args[0].value: value}  # type: ignore[dict-item]
+
+
 def compiling_check(call: cst.Call, scope: "Scope") -> bool:
     """`torch.compiler.is_compiling()` in any spelling (`from torch._dynamo import is_compiling as
     is_dynamo_compiling`), or a project function that returns one (transformers'
@@ -542,6 +589,10 @@ def _call_qualified(call: cst.Call, qualified: str, scope: "Scope") -> Value:
         return closures if closures is not UNKNOWN else returned_torch_value(definition, scope)
     if isinstance(definition, ModuleInfo):
         return UNKNOWN
+    if definition is None and not qualified.startswith("torch.") and qualified not in t.values.host_builtins:
+        constructed = instance_of(qualified, scope)  # `TensorDict(...)`: an object of another library
+        if constructed is not None:
+            return constructed
     if qualified in t.values.host_functions or qualified in t.values.host_builtins:
         args = [evaluate(a, scope) for a in positional(call)]
         # int(t.sum()), float(t): a number read from tensor data; len(idx) of a data-sized tensor.

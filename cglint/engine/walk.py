@@ -12,6 +12,7 @@ Every rule is served by this single walk; no rule walks the tree itself.
 """
 from __future__ import annotations
 
+import contextlib
 import enum
 import inspect
 from dataclasses import replace
@@ -29,7 +30,7 @@ from cglint.engine.phases import ends_with, fills_searched_cache, initializes_on
 from cglint.engine.syntax import (SCOPES, assigned_names, call_method, callee_name, children, code_of, dotted_name,
                                   positional, string_value)
 from cglint.engine.unfollowed import why_unfollowed
-from cglint.engine.values import HOST, UNKNOWN, Kind, Value, evaluate, truth
+from cglint.engine.values import HOST, UNKNOWN, Kind, Value, evaluate, narrowed, truth
 
 if TYPE_CHECKING:
     from cglint.engine.checker import Engine, Job
@@ -92,10 +93,29 @@ class Walker:
         statements = list(statements)
         for index, stmt in enumerate(statements):
             self.stmt(stmt)
+            if isinstance(stmt, cst.If) and stmt.orelse is None and isinstance(stmt.test, cst.UnaryOperation) \
+                    and isinstance(stmt.test.operator, cst.Not) and ends_with(stmt.body, (cst.Raise, cst.Return)):
+                self.scope.env.update(narrowed(stmt.test.expression, self.scope))  # `if not isinstance(x, C): raise`
             if self.exits_while_capturing(stmt):
                 return  # `if capturing(): raise ...`: what follows never runs during capture
             if self.in_region and self.mode is Mode.REGION and returns_once_filled(stmt, statements[index + 1:], self.stateful, self.project_callees):
                 return  # `if key in cache: return cache[key]`: the rest filled the cache at warmup
+
+    @contextlib.contextmanager
+    def narrowing(self, names: dict[str, Value]):
+        """Inside `if isinstance(x, C):`, `x` is an instance of C; a name the body does not
+        rebind gets its value back after it."""
+        saved = {name: self.scope.env.get(name) for name in names}
+        self.scope.env.update(names)
+        try:
+            yield
+        finally:
+            for name, value in names.items():
+                if self.scope.env.get(name) is value:
+                    if saved[name] is None:
+                        self.scope.env.pop(name, None)
+                    else:
+                        self.scope.env[name] = saved[name]  # type: ignore[assignment]
 
     def exits_while_capturing(self, node: cst.CSTNode) -> bool:
         """`if torch.cuda.is_current_stream_capturing(): raise/return` (or any branch known to
@@ -114,7 +134,8 @@ class Walker:
             self.expr(node.test)
             dead = self.dead_branch(node)
             if dead != "body":
-                self.block(suite_body(node.body))
+                with self.narrowing(narrowed(node.test, self.scope)):
+                    self.block(suite_body(node.body))
             if dead == "orelse":
                 pass
             elif isinstance(node.orelse, cst.If):
