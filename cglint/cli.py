@@ -341,8 +341,7 @@ def run_server() -> int:
         raise UsageError('`cglint server` needs pygls: pip install "cglint[server]"') from None
     from cglint.lsp.server import serve
 
-    serve()
-    return EXIT_CLEAN
+    return serve()
 
 
 def run_rules(stream: TextIO) -> int:

@@ -283,3 +283,30 @@ def test_without_pygls_the_command_says_what_to_install(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "pygls", None)  # as if not installed: importing it fails
     assert main(["server"]) == 2
     assert capsys.readouterr().err == 'cglint: error: `cglint server` needs pygls: pip install "cglint[server]"\n'
+
+
+def _lsp_messages(*messages: dict) -> bytes:
+    import json
+
+    out = b""
+    for message in messages:
+        body = json.dumps({"jsonrpc": "2.0", **message}).encode()
+        out += b"Content-Length: %d\r\n\r\n" % len(body) + body
+    return out
+
+
+@pytest.mark.parametrize("shutdown, status", [(True, 0), (False, 1)])
+def test_the_exit_status_is_the_one_the_specification_asks_for(tmp_path: Path, shutdown: bool, status: int):
+    """`exit` after `shutdown` ends the process with 0, `exit` alone with 1 (LSP
+    specification), and neither leaves a traceback behind."""
+    import subprocess
+
+    messages = [
+        {"id": 1, "method": "initialize", "params": {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}}},
+        {"method": "initialized", "params": {}},
+        *([{"id": 2, "method": "shutdown"}] if shutdown else []),
+        {"method": "exit"},
+    ]
+    done = subprocess.run([sys.executable, "-m", "cglint", "server"], input=_lsp_messages(*messages), cwd=tmp_path, capture_output=True, timeout=120)
+    assert (done.returncode, done.stderr.decode()) == (status, "")
+    assert b'"id": 1' in done.stdout.replace(b'"id":1', b'"id": 1')

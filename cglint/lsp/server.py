@@ -38,6 +38,7 @@ class CglintServer(LanguageServer):
         self._published: dict[str, list[types.Diagnostic]] = {}
         self.initialization_options: dict = {}
         self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self.shutdown_requested = False  # the exit status: 0 after a `shutdown` request, else 1
 
     # --- work in the checking thread -----------------------------------------
     async def in_worker(self, job: Callable, *args):
@@ -164,6 +165,11 @@ def initialize(ls: CglintServer, params: types.InitializeParams) -> None:
     ls.initialization_options = params.initialization_options if isinstance(params.initialization_options, dict) else {}
 
 
+@server.feature(types.SHUTDOWN)
+def shutdown(ls: CglintServer, params: None) -> None:
+    ls.shutdown_requested = True
+
+
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
 def did_open(ls: CglintServer, params: types.DidOpenTextDocumentParams) -> None:
     ls.schedule(params.text_document.uri, 0)
@@ -192,9 +198,16 @@ async def code_action(ls: CglintServer, params: types.CodeActionParams) -> list[
     return await ls.in_worker(ls.code_actions, params, ls.sources())
 
 
-def serve() -> None:
-    """Serve one editor over stdin and stdout until it exits."""
+def serve() -> int:
+    """Serve one editor over stdin and stdout until it exits. Returns the exit status the
+    LSP specification asks for: 0 if a `shutdown` request came before the end (the `exit`
+    notification or the editor closing the connection), 1 otherwise."""
+    import sys
+
     from cglint import check
 
     check.KEEP_TREES = False  # the command line keeps a run's trees until it exits; a server would keep every run's
-    server.start_io()
+    server.start_io()  # pygls ends it with SystemExit, which start_io swallows, and closes stdout
+    if sys.stdout is not None and sys.stdout.closed:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - nothing more can be said; silence the flushes at exit
+    return 0 if server.shutdown_requested else 1
