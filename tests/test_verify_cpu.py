@@ -313,7 +313,8 @@ def test_help_documents_every_option(capsys):
     out = capsys.readouterr().out
     section = out.split("options:\n")[1].split("\n\n")[0]
     documented = {name for pair in re.findall(r"^  (-[-\w]+)(?:, (-[-\w]+))?", section, re.M) for name in pair if name}
-    assert documented == {*cli.HELP_OPTIONS, *cli.OPTIONS_WITH_VALUE} == {"-h", "--help", "--format", "--output-file", "--timeout"}
+    assert documented == {*cli.HELP_OPTIONS, *cli.OPTIONS_WITH_VALUE} == {"-h", "--help", "--format", "--output-file", "--timeout",
+                                                                              "--save-reach", "--reach-root"}
     assert "\narguments:\n  SCRIPT " in out and "\nexit status:\n  0 " in out
 
 

@@ -1,4 +1,4 @@
-"""`cglint verify [--format text|json] [--output-file F] [--timeout S] SCRIPT [ARGS...]`.
+"""`cglint verify [--format text|json] [--output-file F] [--timeout S] [--save-reach F] SCRIPT [ARGS...]`.
 
 The script runs in a child process that this one supervises (supervisor.py), as
 `python SCRIPT ARGS` would run it, with every capture instrumented. Options of cglint may
@@ -14,9 +14,10 @@ from typing import Any, Optional, TextIO
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT: cglint itself was stopped by Ctrl-C (the report is still written)
-OPTIONS_WITH_VALUE = ("--format", "--output-file", "--timeout")
+OPTIONS_WITH_VALUE = ("--format", "--output-file", "--timeout", "--save-reach", "--reach-root")
 HELP_OPTIONS = ("-h", "--help")
-USAGE = "usage: cglint verify [--format text|json] [--output-file FILE] [--timeout SECONDS] SCRIPT [ARGS...]"
+USAGE = ("usage: cglint verify [--format text|json] [--output-file FILE] [--timeout SECONDS]\n"
+         "                     [--save-reach FILE [--reach-root DIR]...] SCRIPT [ARGS...]")
 HELP = f"""{USAGE}
 
 Run SCRIPT as `python SCRIPT ARGS...` would, in a child process that cglint supervises,
@@ -39,6 +40,14 @@ options:
   --output-file FILE    write the report to FILE instead of stdout
   --timeout SECONDS     stop the script after SECONDS (default: no limit); the report
                         says where it was and keeps everything seen until then
+  --save-reach FILE     also write to FILE, as JSON, the project functions that really
+                        ran during each capture (the shape of `cglint reach --format
+                        json`, to compare with what the static checker reaches); written
+                        however the script ends
+  --reach-root DIR      a tree whose functions count as the project's for --save-reach
+                        (repeatable; when given, only these trees count). Default: the
+                        script's directory and the current directory, less site-packages,
+                        dist-packages, the standard library and cglint itself
 
 Options may come before or after SCRIPT; everything after `--` goes to the script.
 A summary of the captures (and notes on what was not checked) goes to stderr.
@@ -47,7 +56,8 @@ exit status:
   0  no findings and the script exited with status 0
   1  findings, or the script failed (raised, exited with a non-zero status, crashed,
      was killed or timed out)
-  2  usage error: unknown option, no such script, torch not installed
+  2  usage error: unknown option, no such script, torch not installed, a --save-reach
+     FILE that cannot be written
   130  cglint verify was interrupted (Ctrl-C); the report of what was seen is written"""
 
 
@@ -61,7 +71,8 @@ class HelpRequested(Exception):
 
 def parse(argv: list[str]) -> tuple[dict[str, Any], str, list[str]]:
     """(options, script, script arguments)."""
-    options: dict[str, Any] = {"format": "text", "output": None, "timeout": None}
+    options: dict[str, Any] = {"format": "text", "output": None, "timeout": None, "save_reach": None,
+                               "reach_roots": []}
     script, rest = None, []
     args = list(argv)
     while args:
@@ -77,7 +88,10 @@ def parse(argv: list[str]) -> tuple[dict[str, Any], str, list[str]]:
                 if not args:
                     raise Usage(f"{name} needs a value")
                 value = args.pop(0)
-            options.update(_option(name, value))
+            if name == "--reach-root":
+                options["reach_roots"].append(value)
+            else:
+                options.update(_option(name, value))
         elif script is None:
             if arg.startswith("-") and arg != "--":
                 raise Usage(f"unknown option {arg}\n{USAGE}")
@@ -102,6 +116,8 @@ def _option(name: str, value: str) -> dict[str, Any]:
         if not seconds > 0:
             raise Usage(f"--timeout must be a positive number of seconds, not {value!r}")
         return {"timeout": seconds}
+    if name == "--save-reach":
+        return {"save_reach": value}
     return {"output": value}
 
 
@@ -117,6 +133,10 @@ def main(argv: list[str]) -> int:
     if not os.path.isfile(script):
         print(f"cglint verify: no such script: {script}", file=sys.stderr)
         return EXIT_USAGE
+    problem = _reach_problem(options)
+    if problem:
+        print(f"cglint verify: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     import importlib.util
 
     if importlib.util.find_spec("torch") is None:  # not imported here: the child does
@@ -128,12 +148,48 @@ def main(argv: list[str]) -> int:
     quiet = options["format"] == "json" and options["output"] is None
     stderr = _open_stream("stderr", 2)
     result = supervise(script, script_args, timeout=options["timeout"],
-                       script_stdout=stderr if quiet else _open_stream("stdout", 1), script_stderr=stderr)
+                       script_stdout=stderr if quiet else _open_stream("stdout", 1), script_stderr=stderr,
+                       reach_roots=_reach_roots(options, script) if options["save_reach"] else None)
+    saved = _save_reach(result, options["save_reach"])
     _write(result, options["format"], options["output"])
     _summary(result, _open_stream("stderr", 2))
     if result.interrupted:
         return EXIT_INTERRUPTED
+    if not saved:
+        return EXIT_USAGE
     return EXIT_FINDINGS if result.findings or result.failed else EXIT_CLEAN
+
+
+def _reach_problem(options: dict[str, Any]) -> Optional[str]:
+    """Why --save-reach and --reach-root cannot be honoured (checked before the script runs)."""
+    from cglint.verify import reach
+
+    if options["reach_roots"] and not options["save_reach"]:
+        return "--reach-root needs --save-reach FILE"
+    for root in options["reach_roots"]:
+        if not os.path.isdir(root):
+            return f"--reach-root: no such directory: {root}"
+    return reach.target_problem(options["save_reach"]) if options["save_reach"] is not None else None
+
+
+def _reach_roots(options: dict[str, Any], script: str) -> list[str]:
+    """The trees whose functions count: those given, else the script's directory and this one."""
+    roots = options["reach_roots"] or [os.path.dirname(os.path.abspath(script)), os.getcwd()]
+    return list(dict.fromkeys(os.path.abspath(root) for root in roots))
+
+
+def _save_reach(result: Any, path: Optional[str]) -> bool:
+    """Write the --save-reach file (when asked); False when it could not be written."""
+    if path is None:
+        return True
+    from cglint.verify import reach
+
+    try:
+        reach.save(path, reach.document(result.reach or {}, result.captures))
+    except OSError as exc:
+        print(f"cglint verify: cannot write {path}: {exc.strerror or exc}", file=_open_stream("stderr", 2))
+        return False
+    return True
 
 
 def _open_stream(name: str, fd: int) -> TextIO:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Optional
 
-from cglint.verify import frames, guards, synchooks
+from cglint.verify import frames, guards, reach, synchooks
 from cglint.verify.callpatches import CallPatches
 from cglint.verify.collector import Collector
 from cglint.verify.hosttrace import HostTracer
@@ -36,6 +36,7 @@ class Instrumentation:
         self._collector: Optional[Collector] = None
         self.guard_reads = guard_reads  # a capture: collect replay guards (see guards)
         self.guards: Optional[guards.GuardSet] = None
+        self._reach: Optional[reach.Window] = None  # --save-reach: the functions this capture runs
 
     def start(self) -> "Instrumentation":
         frames.refresh()
@@ -55,6 +56,7 @@ class Instrumentation:
         synchooks.activate(self)
         if self.guard_reads:
             self._collector = Collector(self.recorder).start()
+        self._reach = reach.begin(self)  # last on, first off: its profile function chains the host tracer's
         self.running = True
         return self
 
@@ -62,6 +64,9 @@ class Instrumentation:
         if not self.running:
             return
         self.running = False
+        if self._reach is not None:
+            self._reach.stop()
+            self._reach = None
         if self._collector is not None:
             self.guards, self._collector = self._collector.stop(), None
         synchooks.deactivate(self)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from cglint.findings import Finding
-from cglint.verify import backend, compiled, errors, events, frames
+from cglint.verify import backend, compiled, errors, events, frames, reach
 from cglint.verify import session as sessions
 from cglint.verify.session import Session
 
@@ -49,7 +49,7 @@ def state(session: Session, mode: str) -> dict[str, Any]:
 
 
 def run_script(script: str, args: list[str], stream: Optional[events.Writer] = None,
-               fault_file: Optional[str] = None) -> Outcome:
+               fault_file: Optional[str] = None, reach_roots: Optional[list[str]] = None) -> Outcome:
     import torch
 
     gpu = torch.cuda.is_available()
@@ -87,6 +87,8 @@ def run_script(script: str, args: list[str], stream: Optional[events.Writer] = N
             faulthandler.register(signal.SIGUSR1, fault, all_threads=True)
     os._exit = exit_now
     run, status, failed = ended(0), "exited with status 0", False
+    if reach_roots is not None and stream is not None:  # --save-reach: each capture's functions, streamed
+        reach.enable(stream, reach_roots)
     instrumentation.install(session)
     try:
         runpy.run_path(script, run_name="__main__")
@@ -113,6 +115,7 @@ def run_script(script: str, args: list[str], stream: Optional[events.Writer] = N
     finally:
         os._exit = real_exit
         session.close_open(None)
+        reach.disable()
         instrumentation.uninstall()
         sys.argv, sys.path[:] = saved_argv, saved_path
         publish(session)
@@ -148,5 +151,5 @@ def main(argv: list[str]) -> int:
     # ignoring SIGINT (by a process that ignores it, as a background job's does), or the
     # script would run on until killed and its report be lost.
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    outcome = run_script(script, args, events.Writer(events_path), fault_path)
+    outcome = run_script(script, args, events.Writer(events_path), fault_path, reach.requested())
     return 1 if outcome.failed else 0

@@ -9,6 +9,7 @@ a signal, a crash or a kill still leaves every finding and capture it had seen.
 from __future__ import annotations
 
 import codecs
+import json
 import os
 import re
 import signal
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Optional, TextIO
 
 from cglint.findings import Finding
-from cglint.verify import events
+from cglint.verify import events, reach
 
 # How long a child asked to stop (Ctrl-C) may take to write its report before it is killed.
 INTERRUPT_GRACE_S = 10.0
@@ -45,22 +46,31 @@ class Supervised:
     interrupted: bool = False  # cglint itself was interrupted (Ctrl-C)
     where: Optional[str] = None  # the user line a crash or a hang happened at
     faults: list[str] = field(default_factory=list)
+    reach: Optional[dict[Any, Any]] = None  # --save-reach: per capture site, the functions it ran
 
 
 def supervise(script: str, args: list[str], *, timeout: Optional[float], script_stdout: TextIO,
-              script_stderr: TextIO) -> Supervised:
+              script_stderr: TextIO, reach_roots: Optional[list[str]] = None) -> Supervised:
+    """reach_roots: record the functions of these trees that each capture runs (--save-reach);
+    the result's `reach` holds them (reach.collect)."""
     with tempfile.TemporaryDirectory(prefix="cglint-verify-") as folder:
         events_path, fault_path = os.path.join(folder, "events.jsonl"), os.path.join(folder, "faults.txt")
         command = [sys.executable, "-m", "cglint.verify.child", events_path, fault_path, script, *args]
         # Unbuffered: the script's output arrives as it is printed, and none is lost by os._exit.
-        child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env.pop(reach.ENV, None)
+        if reach_roots is not None:
+            env[reach.ENV] = json.dumps(reach_roots)
+        child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         relays = [_relay(child.stdout, script_stdout), _relay(child.stderr, script_stderr)]
         waited = _Waiter(child)
         waited.wait(timeout)
         for relay in relays:
             relay.join(timeout=5)
-        return _result(events.read(events_path), _read(fault_path), child.returncode, waited, timeout)
+        result = _result(events.read(events_path), _read(fault_path), child.returncode, waited, timeout)
+        if reach_roots is not None:
+            result.reach = reach.collect(events_path)
+        return result
 
 
 class _Waiter:
