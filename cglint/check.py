@@ -212,8 +212,9 @@ def _by_code(texts: dict[Path, str], scanned: list[Path]) -> tuple[list[Path], d
 
 
 def _missing(path: Path) -> source.SourceError:
-    """Why a path given or found cannot be read: absent, a broken symbolic link, a link loop."""
-    if path.is_symlink():
+    """Why a path given or found cannot be read: absent, a broken symbolic link, a link loop,
+    not a regular file (read_bytes never waits on a named pipe)."""
+    if path.is_symlink() or path.exists():
         error = source.read_bytes(path)
         if isinstance(error, source.SourceError):
             return error

@@ -14,8 +14,11 @@ def resolved(path: Path) -> Path:
     A path that is no symbolic link is its resolved folder plus its name: the folder is
     resolved once for all its files (a system call per component of every path otherwise)."""
     name = path.name
-    if name in ("", ".", "..") or path.is_symlink():
+    if name in ("", ".", ".."):
         return _resolved(path)
+    if path.is_symlink() and not _unreadable_link(path):
+        return _resolved(path)
+    # A file, or a link that leads nowhere, which is reported where it is, not at its target.
     folder = str(path.parent)
     return _resolved_folder(folder if os.path.isabs(folder) else os.path.join(os.getcwd(), folder)) / name
 
@@ -80,8 +83,8 @@ def _excluded(name: str, relative: str, patterns: Iterable[str]) -> bool:
 def discover(paths: Iterable[Path], excludes: list[str], root: Path, force_exclude: bool = False) -> tuple[list[Path], list[Path]]:
     """(Python files to check, paths that do not exist), sorted and without duplicates.
 
-    Symbolic links that lead nowhere (broken, or loops) count as paths that do not exist:
-    they are reported, never followed."""
+    Symbolic links that lead nowhere (broken, or loops) and named files that are not regular
+    files (a named pipe) count as paths that cannot be read: they are reported, never read."""
     found: dict[Path, None] = {}
     missing: list[Path] = []
     for path in paths:
@@ -91,8 +94,12 @@ def discover(paths: Iterable[Path], excludes: list[str], root: Path, force_exclu
             missing.append(path)
         elif path.exists():
             # A file named explicitly is checked even if excluded, unless --force-exclude.
-            if not (force_exclude and _excluded(path.name, relative_to(path, root), excludes)):
+            if force_exclude and _excluded(path.name, relative_to(path, root), excludes):
+                continue
+            if path.is_file():
                 found.setdefault(path, None)
+            else:  # a named pipe, a socket or a device: reading it could wait forever
+                missing.append(path)
         else:
             missing.append(path)
     return sorted(found, key=lambda p: p.as_posix()), missing

@@ -7,6 +7,7 @@ import errno
 import io
 import os
 import re
+import stat
 import sys
 import tokenize
 import warnings
@@ -40,20 +41,51 @@ class SourceFile:
 
 
 def read_bytes(path: Path) -> Union[bytes, SourceError]:
+    """The file's bytes. Only a regular file is read: opening a named pipe waits for a writer
+    (forever), so files are opened without waiting and anything else is refused."""
     try:
-        return path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return SourceError("CG001", "cannot read file: it is a symbolic link loop")
-        if path.is_symlink() and not path.exists():
-            try:
-                target = os.readlink(path)
-            except OSError:
-                target = "?"
-            return SourceError("CG001", f"cannot read file: broken symbolic link (it points to {target!r}, which does not exist)")
-        if isinstance(exc, IsADirectoryError):
-            return SourceError("CG001", "cannot read file: it is a directory")
-        return SourceError("CG001", f"cannot read file: {exc.strerror or exc}")
+        return _read_error(path, exc)
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError as exc:
+        os.close(fd)
+        return _read_error(path, exc)
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        return SourceError("CG001", f"cannot read file: {_not_regular(mode)}")
+    try:
+        with open(fd, "rb") as handle:
+            return handle.read()
+    except OSError as exc:
+        return _read_error(path, exc)
+
+
+def _not_regular(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "it is a directory"
+    if stat.S_ISFIFO(mode):
+        return "it is a named pipe (FIFO), not a regular file"
+    if stat.S_ISSOCK(mode):
+        return "it is a socket, not a regular file"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "it is a device, not a regular file"
+    return "it is not a regular file"
+
+
+def _read_error(path: Path, exc: OSError) -> SourceError:
+    if exc.errno == errno.ELOOP:
+        return SourceError("CG001", "cannot read file: it is a symbolic link loop")
+    if path.is_symlink() and not path.exists():
+        try:
+            target = os.readlink(path)
+        except OSError:
+            target = "?"
+        return SourceError("CG001", f"cannot read file: broken symbolic link (it points to {target!r}, which does not exist)")
+    if isinstance(exc, IsADirectoryError):
+        return SourceError("CG001", "cannot read file: it is a directory")
+    return SourceError("CG001", f"cannot read file: {exc.strerror or exc}")
 
 
 def decode(data: bytes) -> Union[str, SourceError]:

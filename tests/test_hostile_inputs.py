@@ -206,6 +206,34 @@ def test_broken_symlink_and_symlink_loop_are_reported(tmp_path):
         assert "symbolic link loop" in messages["loop_a.py"]
 
 
+def test_a_broken_symlink_is_reported_under_the_path_the_user_gave(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src/broken.py").symlink_to("nowhere.py")
+    for args in (["src/broken.py"], ["src"], ["."]):
+        code, out, _ = cli(capsys, "check", "--no-cache", "--format", "json", *args)
+        [finding] = json.loads(out)["findings"]
+        assert (code, finding["path"], finding["code"]) == (1, "src/broken.py", "CG001"), args
+        assert "broken symbolic link (it points to 'nowhere.py'" in finding["message"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes on this system")
+def test_a_named_pipe_is_reported_never_read(tmp_path):
+    """Opening a named pipe waits for a writer: named on the command line, it hung the run."""
+    os.mkfifo(tmp_path / "fifo.py")
+    (tmp_path / "good.py").write_text(CAPTURE + "    y = x.item()\n")
+    for args in (["fifo.py", "good.py"], ["."]):
+        done = run(["check", "--no-cache", "--format", "json", *args], tmp_path, timeout=60)
+        found = {(f["path"], f["code"]): f["message"] for f in json.loads(done.stdout)["findings"]}
+        if args == ["."]:  # walking a folder, only regular files are Python files
+            assert set(found) == {("good.py", "CG101")}
+            continue
+        assert done.returncode == 1 and set(found) == {("fifo.py", "CG001"), ("good.py", "CG101")}
+        assert found["fifo.py", "CG001"] == "cannot read file: it is a named pipe (FIFO), not a regular file"
+    done = run(["check", "fifo.py"], tmp_path, timeout=60)  # the text report shows no source line for it
+    assert done.returncode == 1 and "fifo.py:1:1: CG001" in done.stdout
+
+
 def test_symlink_loop_on_the_command_line(tmp_path, capsys):
     (tmp_path / "a.py").symlink_to(tmp_path / "b.py")
     (tmp_path / "b.py").symlink_to(tmp_path / "a.py")

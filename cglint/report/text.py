@@ -14,12 +14,10 @@ _RELATED_SHOWN = 5
 
 
 def _file_lines(path: str) -> tuple[str, ...]:
-    from cglint.source import decode
+    from cglint.source import decode, read_bytes
 
-    try:
-        text = decode(Path(path).read_bytes())
-    except OSError:
-        return ()
+    data = read_bytes(Path(path))  # never waits on a named pipe
+    text = decode(data) if isinstance(data, bytes) else None
     return tuple(text.splitlines()) if isinstance(text, str) else ()
 
 
