@@ -227,3 +227,115 @@ def test_a_runner_reaches_the_model_its_constructor_was_given(tmp_path):
         """,
     }
     assert by_file(findings(tmp_path, files), tmp_path) == {("model.py", "CG101", 5)}
+
+
+# A decode loop written like flash-attn's and mamba-ssm's: the capture helper gets the model
+# as a parameter, three calls away from a mixin method that passes `self`; the model builds
+# its layers with a factory, picks its norm with a branch, gets its mixer as a `partial`
+# class, and runs a custom autograd op.
+GENERATION_PACKAGE = {
+    "lm/__init__.py": "",
+    "lm/generation.py": """
+        import torch
+
+        def capture_graph(model, input_ids):
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                logits = model(input_ids)
+            return graph, logits
+
+        def update_graph_cache(model, cache, input_ids):
+            cache.graph, cache.logits = capture_graph(model, input_ids)
+            return cache
+
+        def decode(input_ids, model, cache):
+            return update_graph_cache(model, cache, input_ids)
+
+        class GenerationMixin:
+            def generate(self, input_ids, cache):
+                return decode(input_ids, self, cache)
+    """,
+    "lm/ops.py": """
+        import torch
+
+        class ScaleOp(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, scale):
+                return x * scale.item()
+
+        scale_op = ScaleOp.apply
+    """,
+    "lm/layers.py": """
+        from functools import partial
+        import torch
+        from torch import nn
+        from .ops import scale_op
+
+        class RMSNorm(nn.Module):
+            def forward(self, x):
+                return x.nonzero()
+
+        class Mixer(nn.Module):
+            def __init__(self, dim, heads=1):
+                super().__init__()
+                self.heads = heads
+
+            def forward(self, x):
+                return scale_op(x, x.amax())
+
+        class Block(nn.Module):
+            def __init__(self, dim, mixer_cls, norm_cls=nn.LayerNorm):
+                super().__init__()
+                self.mixer = mixer_cls(dim)
+                self.norm = norm_cls(dim)
+
+            def forward(self, x):
+                return self.mixer(self.norm(x))
+
+        def create_block(dim, rms):
+            mixer_cls = partial(Mixer, heads=4)
+            norm_cls = RMSNorm if rms else nn.LayerNorm
+            block = Block(dim, mixer_cls, norm_cls=norm_cls)
+            return block
+    """,
+    "lm/model.py": """
+        from torch import nn
+        from .generation import GenerationMixin
+        from .layers import create_block
+
+        class LMHead(nn.Module, GenerationMixin):
+            def __init__(self, dim, depth):
+                super().__init__()
+                self.layers = nn.ModuleList([create_block(dim, rms=True) for _ in range(depth)])
+
+            def forward(self, x):
+                for layer in self.layers:
+                    x = layer(x)
+                return x.tolist()
+    """,
+}
+
+
+def test_values_flow_through_parameters_factories_partials_and_autograd_ops(tmp_path):
+    found = findings(tmp_path, GENERATION_PACKAGE, paths=["lm"])
+    assert by_file(found, tmp_path) == {
+        ("lm/model.py", "CG102", 13),  # x.tolist() in the model passed as `self` three calls up
+        ("lm/layers.py", "CG105", 8),  # nonzero in the norm picked by a branch in the factory
+        ("lm/ops.py", "CG101", 6),  # .item() in the autograd op's forward, through `scale_op = ScaleOp.apply`
+    }
+
+
+def test_a_class_nothing_constructs_or_derives_is_not_reached(tmp_path):
+    files = dict(GENERATION_PACKAGE)
+    files["lm/unused.py"] = """
+        from torch import nn
+
+        class Other(nn.Module):
+            def forward(self, x):
+                return x.cpu()
+
+        def generate_other(x):
+            return Other()(x)
+    """
+    found = findings(tmp_path, files, paths=["lm"])
+    assert not [f for f in found if f.path.endswith("unused.py")]

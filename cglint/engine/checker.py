@@ -19,6 +19,7 @@ import libcst as cst
 
 from cglint.engine import captures, programs
 from cglint.engine.blocks import Blocks
+from cglint.engine.callers import ParameterValues
 from cglint.engine.captures import Capture, CaptureKind, TraceStep
 from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo
 from cglint.engine.phases import cached_on_first_use
@@ -101,6 +102,7 @@ class Engine:
         self.state = StateFacts(project, self)
         self.hits: list[RawHit] = []
         self.reach_graph = ReachGraph()
+        self.parameter_values = ParameterValues(self)
         self._seen_hits: set = set()
         self._captures: dict[tuple, Capture] = {}
         self._discovered: set = set()  # function keys, and ("with-replaying-args", key)
@@ -489,6 +491,13 @@ class Engine:
         if not self.project.only_capturing:  # values computed while modules were left out are unreliable
             self._constructions.setdefault(id(cls), []).append(args)
 
+    def discover_calls_of(self, module: ModuleInfo, name: str) -> None:
+        """Walk the functions of `module` that name `name`, recording their calls (callers())."""
+        functions = [f for f in module.all_functions() if name in self._identifiers(f)]
+        for function in [module.body_function, *functions]:
+            env = {} if function is module.body_function else initial_env(self.project, function)
+            self._guarded(module, lambda: self.discover(function, env))
+
     def constructions(self, cls) -> list[dict[str, Value]]:
         """How `cls` is constructed anywhere in the checked files: the walks of the functions
         that name it record their calls (an engine's runner gets its model from a script)."""
@@ -524,10 +533,14 @@ class Engine:
         `state.decode_one(x)` in the region is followed. Objects only: the caller's numbers
         and flags would decide the region's branches for callers the checker cannot see."""
         sites = self._capturing_call_args.get(function.key, {})
-        if len(sites) != 1:
-            return {}
-        (args,) = sites.values()
-        return {name: value for name, value in args.items() if value.kind == Kind.OBJECT and value.targets}
+        objects: dict[str, Value] = {}
+        if len(sites) == 1:
+            (args,) = sites.values()
+            objects = {name: value for name, value in args.items() if value.kind == Kind.OBJECT and value.targets}
+        # Parameters the one capturing call does not fill: what every caller passes (callers.py).
+        for name, value in self.parameter_values.of(function).items():
+            objects.setdefault(name, value)
+        return objects
 
     def note_call(self, callee: FunctionInfo, caller: FunctionInfo, call: cst.Call) -> None:
         """Remember who calls a project function (rules ask what the callers do around the call)."""

@@ -127,9 +127,10 @@ class FunctionInfo:
         return list(node.body.body)  # a one-line `def f(): return x`
 
     def arguments(self, call: cst.Call, bound: bool) -> Iterator[tuple[str, cst.BaseExpression]]:
-        """Each argument of `call` with the parameter it binds (`bound`: the call passes `self`)."""
+        """Each argument of `call` with the parameter it binds (`bound`: the call passes the
+        first parameter itself: `self` of a method, `ctx` of an autograd op's forward)."""
         params = [p.name.value for p in self.params]
-        if bound and self.is_method:
+        if bound and (self.is_method or self.name == "forward"):
             params = params[1:]
         position = 0
         for arg in call.args:

@@ -15,6 +15,7 @@ from typing import Callable, Optional
 
 from cglint import source
 from cglint.discovery import module_name_for, resolved
+from cglint.engine.api import tables
 from cglint.engine.definitions import ClassInfo, Definition, FunctionInfo, ModuleInfo
 from cglint.engine.index import load_module
 from cglint.engine.prefilter import can_capture
@@ -289,6 +290,25 @@ class Project:
             if name in klass.methods:
                 return klass.methods[name]
         return None
+
+    def subclasses(self, cls: ClassInfo) -> list[ClassInfo]:
+        """The project classes that derive from `cls`, among the checked files that name it."""
+        key = ("subclasses", id(cls))
+        if key not in self._cache:
+            self._cache[key] = [
+                klass
+                for module in self.modules_mentioning(cls.name, limit=64)
+                for klass in module.classes.values()
+                if klass is not cls and cls in self.mro(klass)
+            ]
+        return self._cache[key]  # type: ignore[return-value]
+
+    def is_autograd_op(self, cls: ClassInfo) -> bool:
+        """A custom autograd op (a subclass of torch.autograd.Function): `Op.apply` runs its forward."""
+        return not self.base_names(cls).isdisjoint(tables().values.autograd_functions)
+
+    def is_autograd_forward(self, function: FunctionInfo) -> bool:
+        return function.name == "forward" and function.cls is not None and self.is_autograd_op(function.cls)
 
     def base_names(self, cls: ClassInfo) -> set[str]:
         """Qualified names of every base class, project or not (to recognise nn.Module)."""

@@ -9,7 +9,7 @@ import libcst as cst
 from cglint.engine.syntax import descendants, dotted_name
 
 from cglint.engine.api import tables
-from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo
+from cglint.engine.definitions import AttrWrite, ClassInfo, FunctionInfo, ModuleInfo
 from cglint.engine.project import Project
 from cglint.engine.values import FALSE, HOST, NONE, PY_NONE, TENSOR, TRUE, UNKNOWN, Kind, Value, evaluate, instance_of, join, literal_value
 
@@ -142,6 +142,9 @@ class Scope:
         return None
 
     def class_member(self, cls: ClassInfo, attr: str) -> Value:
+        if attr == "apply" and self.project.is_autograd_op(cls):  # `Op.apply(x)` runs `Op.forward(ctx, x)`
+            forward = self.project.method(cls, "forward")
+            return Value(Kind.OBJECT, targets=(forward,)) if forward is not None else UNKNOWN
         method = self.project.method(cls, attr)
         if method is not None and method.is_property:
             return self.returned(method)
@@ -171,6 +174,10 @@ class Scope:
                     if not current.targets and _is_parameter(write.value, write.method):
                         # `self.model = model` in __init__: what the constructor's callers pass.
                         current = self._from_constructions(klass, write.method, write.value.value, current)  # type: ignore[union-attr]
+                    elif current.kind == Kind.UNKNOWN and write.method.name == "__init__" and self._built(klass, write).targets:
+                        # `self.mixer = mixer_cls(dim)`, `self.norm = norm_cls(d)` of a local
+                        # picked by a branch: with what the callers pass and the locals assigned.
+                        current = self._built(klass, write)
                     elif current.kind == Kind.UNKNOWN and write.method.name == "__init__" and config_field(write.value, write.method):
                         current = HOST
                 value = current if value is None else join(value, current)
@@ -180,6 +187,26 @@ class Scope:
             # such a value, nothing is known.
             return Value(Kind.HOST) if value is not None and value.kind == Kind.HOST and value.const is not PY_NONE else UNKNOWN
         return value or UNKNOWN
+
+    def _built(self, cls: ClassInfo, write: AttrWrite) -> Value:
+        return evaluate(write.value, self._constructed(cls, write.method))  # type: ignore[arg-type]
+
+    def _constructed(self, cls: ClassInfo, init: FunctionInfo) -> "Scope":
+        """`__init__`'s locals as assigned, its parameters holding the objects its callers pass."""
+
+        def build() -> "Scope":
+            objects = {}
+            for param in init.params[1:]:
+                value = self._from_constructions(cls, init, param.name.value, UNKNOWN)
+                if value.kind == Kind.OBJECT and value.targets:
+                    objects[param.name.value] = value
+                elif param.default is not None:  # `dropout_cls=nn.Dropout`, when no caller passes one
+                    default = evaluate(param.default, Scope(self.project, init))
+                    if default.kind == Kind.OBJECT:
+                        objects[param.name.value] = default
+            return function_values(self.project, init, objects)[0]
+
+        return self.project.cached(("constructed", id(cls), init.key), build, Scope(self.project, init))  # type: ignore[return-value]
 
     def _from_constructions(self, cls: ClassInfo, init: FunctionInfo, param: str, fallback: Value) -> Value:
         """What the constructor's callers pass for `param`: project objects (a runner given
@@ -314,12 +341,13 @@ def initial_env(project: Project, function: FunctionInfo, args: Optional[dict[st
     return env
 
 
-def function_values(project: Project, function: FunctionInfo) -> tuple["Scope", Value]:
+def function_values(project: Project, function: FunctionInfo, params: Optional[dict[str, Value]] = None) -> tuple["Scope", Value]:
     """A function's locals, assigned in order, and what it returns (`frac = self.step /
     self.total` then `return self.w0 + (self.w1 - self.w0) * frac`; `boxes, scores = ...` then
     `return boxes, scores`, a tuple whose items are known; `return opt, sched`, torch objects).
-    Its parameters are what their declarations say."""
+    Its parameters are what their declarations say, or `params` where given."""
     env = initial_env(project, function)
+    env.update(params or {})
     scope = Scope(project, function, env)
     signature = function.header if function.header is not None else function.node
     declared = HOST if _number_annotation(getattr(signature, "returns", None)) else None

@@ -103,7 +103,9 @@ def join(a: Value, b: Value) -> Value:
     if a.kind == b.kind:
         origin = a.origin if a.origin is b.origin else None
         targets = tuple(dict.fromkeys(a.targets + b.targets))
-        return Value(a.kind, a.random and b.random, a.tag if a.tag == b.tag else "", targets, data=a.data or b.data, origin=origin)
+        # `nn.LayerNorm if not rms else RMSNorm`: a class either way, the project's among them.
+        is_class = (a.is_class or b.is_class) and all(v.is_class or not v.targets for v in (a, b))
+        return Value(a.kind, a.random and b.random, a.tag if a.tag == b.tag else "", targets, is_class=is_class, data=a.data or b.data, origin=origin)
     if a.is_tensor and b.is_tensor:
         return TENSOR
     return UNKNOWN
@@ -384,6 +386,38 @@ def returned_torch_value(function: FunctionInfo, scope: "Scope") -> Value:
     return value if any(i.is_tensor or i.tag in _TORCH_OBJECTS for i in value.items) else UNKNOWN
 
 
+def returned_objects(function: FunctionInfo, scope: "Scope") -> Value:
+    """The project objects or classes a factory returns (`def create_block(cfg, i): return
+    Block(cfg)`; `return partial(MHA, ...)`): `layers = ModuleList([create_block(cfg, i) ...])`
+    holds Blocks, whose forward a captured `for layer in self.layers: layer(x)` runs. Told
+    from the `ast` outline first: only functions whose every return is a call or a name and
+    that name something like a class."""
+    if function.outline is None or not _may_return_objects(function):
+        return UNKNOWN
+    value = scope.returned(function)
+    if value.kind == Kind.OBJECT and value.targets and all(isinstance(t, ClassInfo) for t in value.targets):
+        return value
+    return UNKNOWN
+
+
+def _may_return_objects(function: FunctionInfo) -> bool:
+    returns = _returns(function.outline.node)  # type: ignore[union-attr]
+    classes = any(name[:1].isupper() for name in function.outline.facts.names)  # type: ignore[union-attr]
+    return classes and bool(returns) and all(isinstance(v, (ast.Call, ast.Name, ast.Attribute)) for v in returns)
+
+
+def _returns(node: ast.AST) -> list:
+    """The values of a function's own `return` statements (not those of nested defs)."""
+    returns, stack = [], list(node.body)  # type: ignore[attr-defined]
+    while stack:
+        child = stack.pop()
+        if isinstance(child, ast.Return):
+            returns.append(child.value)
+        elif not isinstance(child, AST_SCOPES):
+            stack.extend(ast.iter_child_nodes(child))
+    return returns
+
+
 # Tags of torch objects a helper may build and return (`opt, sched = build_optim(model)`);
 # project modules (tag "module") are left to how their construction is seen.
 _TORCH_OBJECTS = frozenset({"optimizer", "lr_scheduler", "grad_scaler", "stream", "event", "graph", "generator", "compiled", "graphed"})
@@ -395,13 +429,7 @@ def _may_return_tensors(function: FunctionInfo) -> bool:
     torch_names = {local for local, qualified in function.module.imports.items() if qualified.split(".")[0] == "torch"}
     if not torch_names or not function.outline.mentions(torch_names):  # type: ignore[union-attr]
         return False
-    returns, stack = [], list(function.outline.node.body)  # type: ignore[union-attr]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.Return):
-            returns.append(node.value)
-        elif not isinstance(node, AST_SCOPES):  # a nested def's returns are its own
-            stack.extend(ast.iter_child_nodes(node))
+    returns = _returns(function.outline.node)  # type: ignore[union-attr]
 
     def tensor_like(value) -> bool:
         if isinstance(value, ast.Name):
@@ -579,14 +607,17 @@ def _call_qualified(call: cst.Call, qualified: str, scope: "Scope") -> Value:
             wrapped = evaluate(positional(call)[0], scope)
             targets = wrapped.targets if wrapped.kind == Kind.OBJECT and not wrapped.is_class else ()
         return Value(Kind.OBJECT, tag=tag, targets=targets, origin=Origin(call, qualified, scope.function))
-    if qualified in t.values.copies and positional(call):
-        return evaluate(positional(call)[0], scope)
+    if (qualified in t.values.copies or qualified in t.values.partials) and positional(call):
+        return evaluate(positional(call)[0], scope)  # partial(MHA, ...) is called like MHA
     definition = scope.project.resolve(qualified, scope.module)
     if isinstance(definition, ClassInfo):
         return Value(Kind.OBJECT, targets=(definition,), tag=scope.class_tag(definition))
     if isinstance(definition, FunctionInfo):
         closures = returned_closures(definition, scope.project)
-        return closures if closures is not UNKNOWN else returned_torch_value(definition, scope)
+        if closures is not UNKNOWN:
+            return closures
+        value = returned_torch_value(definition, scope)
+        return value if value is not UNKNOWN else returned_objects(definition, scope)
     if isinstance(definition, ModuleInfo):
         return UNKNOWN
     if definition is None and not qualified.startswith("torch.") and qualified not in t.values.host_builtins:

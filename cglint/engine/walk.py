@@ -647,7 +647,10 @@ class Walker:
             if isinstance(definition, ClassInfo):
                 init = project.method(definition, "__init__")
                 return [(init, True)] if init else []
-            return []
+            if definition is not None:
+                return []
+            # Not a definition: a module global (`all_gather = AllGatherFunc.apply`), a class
+            # attribute, or another package's symbol: its value says.
         value = evaluate(func, self.scope)
         found: list[tuple[FunctionInfo, bool]] = []
         for target in value.targets:
@@ -666,6 +669,8 @@ class Walker:
         targets = self.callees(call)
         step = captures.site(self.function.module, call)
         for function, bound in targets:
+            # `Op.apply(x)` binds `x` to forward's second parameter, after autograd's `ctx`.
+            bound = bound or self.engine.project.is_autograd_forward(function)
             args = {name: evaluate(expr, self.scope) for name, expr in function.arguments(call, bound)}
             self.engine.enqueue(function, args, self.job, step)
         if not targets and self.scope.qualname(call.func) is not None:

@@ -1,0 +1,85 @@
+"""What a function's parameters hold, from every call the project makes of it.
+
+A capture is often written in a helper that gets the model it captures as a parameter
+(`def capture_graph(model, ...): with torch.cuda.graph(g): model(x)`), called by another
+helper that got it as a parameter too, up to a method that passes `self`
+(`GenerationMixin.generate` calling `decode(input_ids, self, ...)`). The objects such a
+parameter can hold are the union of what each call site passes: found by searching the
+checked files for calls of the function by name, resolving each, and evaluating its
+argument in the caller; a caller's own parameter is followed to its callers in turn
+(bounded), and `self` of a method is its class and every project subclass (class-hierarchy
+analysis: the object may be any of them).
+
+Objects only (project classes, functions, bound methods): a caller's numbers and flags
+would decide branches for callers the checker cannot all see.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+import libcst as cst
+
+from cglint.engine.definitions import ClassInfo, FunctionInfo
+from cglint.engine.values import Kind, Value, evaluate, join
+
+if TYPE_CHECKING:
+    from cglint.engine.checker import Engine
+
+# How many callers deep a parameter is followed (`generate` -> `decode` ->
+# `update_graph_cache` -> `capture_graph` is three), and how many files a name may be
+# called from before its call sites are not searched (a name called that widely, `forward`
+# or `__call__`, says nothing about one function).
+MAX_CALLER_DEPTH = 4
+MAX_CALLING_FILES = 40
+
+
+class ParameterValues:
+    def __init__(self, engine: "Engine"):
+        self.engine = engine
+        self.project = engine.project
+        self._values: dict[int, dict[str, Value]] = {}
+        self._searched: set[str] = set()
+
+    def of(self, function: FunctionInfo, depth: int = 0) -> dict[str, Value]:
+        """The project objects each parameter of `function` may hold, over all its callers."""
+        key = function.key
+        if key in self._values:
+            return self._values[key]
+        self._values[key] = {}  # a recursive call sees no values rather than looping
+        params = function.params[1:] if function.is_method else function.params
+        if depth >= MAX_CALLER_DEPTH or function.qualname == "<module>" or not params:
+            return {}
+        found: dict[str, Value] = {}
+        for caller, call in self._call_sites(function):
+            bound = function.is_method and isinstance(call.func, cst.Attribute)
+            for name, expr in function.arguments(call, bound):
+                value = self._argument(caller, expr, depth)
+                if value is not None:
+                    found[name] = join(found[name], value) if name in found else value
+        self._values[key] = found
+        return found
+
+    def _call_sites(self, function: FunctionInfo) -> list[tuple[FunctionInfo, cst.Call]]:
+        name = function.name
+        if name not in self._searched:
+            self._searched.add(name)
+            needle = f"{name}("
+            for module in self.project.modules_mentioning(needle, limit=MAX_CALLING_FILES):
+                self.engine.discover_calls_of(module, name)
+        return self.engine.callers(function)
+
+    def _argument(self, caller: FunctionInfo, expr: cst.BaseExpression, depth: int) -> Optional[Value]:
+        from cglint.engine.scope import Scope  # scope imports this module's callers: loaded when first asked
+
+        if isinstance(expr, cst.Name) and caller.is_method and caller.params and expr.value == caller.params[0].name.value:
+            return self.instance_of(caller.cls)  # type: ignore[arg-type]
+        value = evaluate(expr, Scope(self.project, caller).assigned(caller))
+        if value.kind == Kind.OBJECT and value.targets:
+            return value
+        if isinstance(expr, cst.Name) and any(p.name.value == expr.value for p in caller.params):
+            return self.of(caller, depth + 1).get(expr.value)
+        return None
+
+    def instance_of(self, cls: ClassInfo) -> Value:
+        """An object of `cls` or of any project subclass of it."""
+        return Value(Kind.OBJECT, targets=(cls, *self.project.subclasses(cls)))
