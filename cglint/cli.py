@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     reach.add_argument("--force-exclude", action="store_true", help="apply exclusions to files named explicitly too")
 
     rule = commands.add_parser("rule", help="explain one rule")
-    rule.add_argument("code")
+    rule.add_argument("code", metavar="CODE|NAME", help="a rule's code (CG101) or name (tensor-to-scalar)")
     commands.add_parser("rules", help="list every rule")
 
     commands.add_parser("server", help="serve diagnostics and fixes to an editor (Language Server Protocol over stdio)")
@@ -129,6 +129,11 @@ def _configured(args: argparse.Namespace, select=None, extend_select=(), ignore=
     from cglint.selection import Selection
 
     paths = _existing_paths(args.paths)
+    for option, selectors in (("--select", select), ("--extend-select", extend_select), ("--ignore", ignore)):
+        try:
+            catalogue.expand(selectors or [])
+        except catalogue.UnknownSelector as exc:
+            raise UsageError(f"{option}: {exc}") from None
     try:
         config = config_module.load(args.config, paths[0] if paths[0].exists() else Path("."))
         return paths, config, Selection.of(config, select, list(extend_select), list(ignore))
@@ -308,14 +313,18 @@ def _use_color(choice: str, stream: TextIO) -> bool:
 def run_rule(code: str, stream: TextIO) -> int:
     from cglint import catalogue
 
-    code = code.upper()
+    given = code
+    # A code, or a rule's name as `cglint rules` shows it (`tensor-to-scalar`), as ruff takes both.
+    names = {rule.name: rule.code for rule in catalogue.rule_classes()}
+    names.update({name: diagnostic for diagnostic, (name, _) in catalogue.TOOL_DIAGNOSTICS.items()})
+    code = names.get(code.strip().lower(), code.strip().upper())
     rule = catalogue.by_code().get(code)
     if rule is None:
         if code in catalogue.TOOL_DIAGNOSTICS:
             name, text = catalogue.TOOL_DIAGNOSTICS[code]
             stream.write(f"{code} {name}: {text}\n")
             return EXIT_CLEAN
-        raise UsageError(f"unknown rule {code!r}; `cglint rules` lists them")
+        raise UsageError(f"unknown rule {given!r}: give a code (CG101) or a rule name (tensor-to-scalar); `cglint rules` lists them")
     _write_markdown(rule.doc().markdown(), stream)
     return EXIT_CLEAN
 

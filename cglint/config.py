@@ -102,12 +102,17 @@ def from_table(table: Any, path: Path) -> Config:
             raise ConfigError(f"{where}: `{key}` must be a {'list of strings' if kind is list else 'table'}")
         if kind is list and key in table and not all(isinstance(v, str) for v in table[key]):
             raise ConfigError(f"{where}: `{key}` must be a list of strings")
+    from cglint import catalogue  # checked here, where the file can be named
+
+    for key in ("select", "extend-select", "ignore"):
+        try:
+            catalogue.expand(table.get(key) or [])
+        except catalogue.UnknownSelector as exc:
+            raise ConfigError(f"{where}: `{key}`: {exc}") from None
     per_file = table.get("per-file-ignores", {})
     for pattern, codes in per_file.items():
         if not isinstance(codes, list) or not all(isinstance(c, str) for c in codes):
             raise ConfigError(f"{where}: per-file-ignores[{pattern!r}] must be a list of codes")
-        from cglint import catalogue  # checked here: they are otherwise read only once a finding exists
-
         try:
             catalogue.expand(codes)
         except catalogue.UnknownSelector as exc:

@@ -91,14 +91,19 @@ def _read_error(path: Path, exc: OSError) -> SourceError:
 def decode(data: bytes) -> Union[str, SourceError]:
     """Decode as Python does: a BOM or a coding cookie, else UTF-8."""
     try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        encoding, first_lines = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:
         return _encoding_error(data, exc.msg)
     try:
         text = data.decode(encoding)
     except UnicodeDecodeError as exc:
-        line, column = _position(data, exc.start)
-        return SourceError("CG001", f"cannot decode file as {encoding}: invalid byte 0x{data[exc.start]:02x} ({exc.reason})", line, column)
+        offset = exc.start
+        if codecs.lookup(encoding).name == "utf-8-sig":  # its offsets do not count the BOM
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError as plain:
+                offset = plain.start
+        return _invalid_byte(data, offset, encoding, declared=any(_CODING.match(line) for line in first_lines))
     except LookupError as exc:
         return SourceError("CG001", f"cannot decode file as {encoding}: {exc}")
     if text.startswith("\ufeff"):
@@ -126,11 +131,28 @@ def _encoding_error(data: bytes, reason: str) -> SourceError:
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line, column = _position(data, exc.start)
-        return SourceError(
-            "CG001", f"cannot decode file: invalid UTF-8 (byte 0x{data[exc.start]:02x}) and no coding declaration", line, column
-        )
+        return _invalid_byte(data, exc.start, "utf-8", declared=False)
     return SourceError("CG001", f"cannot decode file: {reason}")
+
+
+# tokenize's own pattern for a coding declaration (PEP 263).
+_CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", re.ASCII)
+
+
+def _invalid_byte(data: bytes, offset: int, encoding: str, declared: bool) -> SourceError:
+    """One wording for a byte the file's encoding refuses, wherever in the file it is (in
+    the first two lines tokenize refuses it while looking for a declaration, later the codec
+    does): UTF-8 unless a coding declaration names another encoding."""
+    line, column = _position(data, offset)
+    byte = f"byte 0x{data[offset]:02x}"
+    name = "UTF-8" if codecs.lookup(encoding).name in ("utf-8", "utf-8-sig") else encoding
+    if declared:
+        why = f"cannot decode file: invalid {name} ({byte}), the encoding its coding declaration names"
+    elif data.startswith(codecs.BOM_UTF8):
+        why = f"cannot decode file: invalid UTF-8 ({byte}) after a UTF-8 byte-order mark"
+    else:
+        why = f"cannot decode file: invalid UTF-8 ({byte}) and no coding declaration"
+    return SourceError("CG001", why, line, column)
 
 
 def parse(text: str, cpython_accepts: bool = False) -> Union["cst.Module", SourceError]:

@@ -5,7 +5,8 @@ import re
 from functools import lru_cache
 from typing import Optional
 
-_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]*(?:[\s,]+[A-Z]+[0-9]*)*))?", re.IGNORECASE)
+# Codes (CG101), prefixes (CG1) and, as `--select` takes them, category names (sync, cpu-rng).
+_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z][\w-]*(?:[\s,]+[A-Z][\w-]*)*))?", re.IGNORECASE)
 _IGNORE = re.compile(r"#\s*cglint:\s*ignore(?:\[(?P<codes>[^\]]*)\])?")
 _SKIP_FILE = re.compile(r"^\s*#\s*cglint:\s*skip-file\b", re.MULTILINE)
 
@@ -29,13 +30,28 @@ def codes_on_line(line: str) -> Optional[frozenset]:
     return frozenset(found) if found is not None else None
 
 
+@lru_cache(maxsize=None)
+def _category(code: str) -> Optional[str]:
+    from cglint import catalogue
+
+    entry = catalogue.index().get(code)
+    return entry[1].upper() if entry else None
+
+
+def covers(selector: str, code: str) -> bool:
+    """Whether a code named in a suppression comment (upper-cased) covers `code`: the code
+    itself, a prefix of it, or its category's name."""
+    return code.startswith(selector) or selector == _category(code)
+
+
 def is_suppressed(code: str, lines: list) -> bool:
-    """Whether a suppression comment on any of `lines` covers `code` (exact code or a prefix)."""
+    """Whether a suppression comment on any of `lines` covers `code` (exact code, a prefix or
+    its category)."""
     for line in lines:
         codes = codes_on_line(line)
         if codes is None:
             continue
-        if not codes or any(code.startswith(c) for c in codes):
+        if not codes or any(covers(c, code) for c in codes):
             return True
     return False
 
@@ -114,7 +130,7 @@ def with_noqa(text: str, wanted: list) -> tuple[str, int]:
         body = raw.rstrip("\r\n")
         ending = raw[len(body):]
         existing = codes_on_line(body)
-        codes = [c for c in codes if existing is None or (existing and not any(c.startswith(e) for e in existing))]
+        codes = [c for c in codes if existing is None or (existing and not any(covers(e, c) for e in existing))]
         if not codes:
             continue
         column = comments[number]

@@ -110,6 +110,57 @@ def test_suppression_comments(project, capsys):
     assert run(["check", "src"], capsys)[0] == 0
 
 
+def test_suppression_comments_take_category_names_as_select_does(project, capsys):
+    """`--select sync` chooses the sync rules; `# noqa: sync` suppresses them (it was read
+    as an unknown code and suppressed nothing, silently)."""
+    source = STEP.replace("print(loss)", "print(loss)  # noqa: sync").replace("return loss.item()", "return loss.item()  # cglint: ignore[Sync]")
+    write_project(project, {"src/train.py": source})
+    assert run(["check", "src"], capsys)[0] == 0
+    write_project(project, {"src/train.py": source.replace("# noqa: sync", "# noqa: control-flow").replace("ignore[Sync]", "ignore[cpu-rng, E501]")})
+    code, out, _ = run(["check", "--format", "json", "src"], capsys)
+    assert [f["code"] for f in json.loads(out)["findings"]] == ["CG103", "CG101"]
+    code, _, err = run(["check", "--add-noqa", "src"], capsys)  # merged next to the category that does not cover it
+    assert code == 0 and "# noqa: control-flow, CG103" in (project / "src/train.py").read_text()
+
+
+@pytest.mark.parametrize(
+    "config, words",
+    [
+        ('ignore = ["XX1"]', "`ignore`: unknown rule selector 'XX1'"),
+        ('select = ["sync", "XX1"]', "`select`: unknown rule selector 'XX1'"),
+        ('extend-select = ["XX1"]', "`extend-select`: unknown rule selector 'XX1'"),
+        ('per-file-ignores = { "a.py" = ["XX1"] }', "per-file-ignores['a.py']: unknown rule selector 'XX1'"),
+    ],
+)
+def test_a_bad_selector_in_the_configuration_names_the_file_and_the_key(project, capsys, config, words):
+    (project / "pyproject.toml").write_text(f"[tool.cglint]\n{config}\n")
+    code, out, err = run(["check", "src"], capsys)
+    assert (code, out) == (2, "") and err.startswith(f"cglint: error: {project / 'pyproject.toml'} [tool.cglint]: {words}")
+
+
+@pytest.mark.parametrize("option", ["--select", "--extend-select", "--ignore"])
+def test_a_bad_selector_on_the_command_line_names_the_option(project, capsys, option):
+    code, out, err = run(["check", option, "sync,XX1", "src"], capsys)
+    assert (code, out) == (2, "") and err.startswith(f"cglint: error: {option}: unknown rule selector 'XX1'")
+
+
+@pytest.mark.parametrize("name", ["tensor-to-scalar", "CG101", "cg101", "Tensor-To-Scalar"])
+def test_rule_takes_the_names_rules_shows(capsys, name):
+    assert run(["rules"], capsys)[1].splitlines()[4].startswith("CG101  sync           error    tensor-to-scalar: ")
+    code, out, _ = run(["rule", name], capsys)
+    assert code == 0 and out.startswith("## CG101 `tensor-to-scalar` (sync, error)")
+    assert run(["rule", "unreadable-file"], capsys)[1].startswith("CG001 unreadable-file: ")
+    code, _, err = run(["rule", "no-such-rule"], capsys)
+    assert code == 2 and "unknown rule 'no-such-rule': give a code (CG101) or a rule name" in err
+
+
+def test_color_always_colours_the_concise_format_too(project, capsys):
+    code, out, _ = run(["check", "--format", "concise", "--color", "always", "src"], capsys)
+    assert code == 1 and "\x1b[1msrc/train.py:6:12:\x1b[0m \x1b[1;31mCG101 [error]\x1b[0m `loss.item()`" in out
+    code, out, _ = run(["check", "--format", "concise", "--color", "never", "src"], capsys)
+    assert "\x1b[" not in out and "src/train.py:6:12: CG101 [error] `loss.item()`" in out
+
+
 def test_configuration_in_pyproject(project, capsys):
     (project / "pyproject.toml").write_text(
         textwrap.dedent(

@@ -63,6 +63,19 @@ def test_sarif_validates_against_the_official_schema(fixtures, capsys):
     assert len({r["partialFingerprints"]["cglintFinding/v1"] for r in results}) == len(results)
 
 
+def test_sarif_messages_are_sentences_the_fix_follows(fixtures, capsys):
+    """A message without a full stop ran into its fix ("...at that moment Fix: Allocate...")."""
+    results = json.loads(run(["check", "--format", "sarif", "fixtures/decode_loop"], capsys)[1])["runs"][0]["results"]
+    _, out, _ = run(["check", "--format", "json", "fixtures/decode_loop"], capsys)
+    findings = json.loads(out)["findings"]
+    assert len(results) == len(findings) and any(not f["message"].endswith(".") for f in findings)
+    for result, finding in zip(results, findings):
+        text = result["message"]["text"]
+        assert text.startswith(finding["message"]) and text.endswith(".")
+        message = finding["message"] if finding["message"].endswith(".") else finding["message"] + "."
+        assert text == f"{message} Fix: {finding['fix_hint']}" + ("" if finding["fix_hint"].endswith(".") else ".")
+
+
 def test_sarif_fingerprints_survive_unrelated_edits(fixtures, capsys):
     def fingerprints():
         out = run(["check", "--format", "sarif", "fixtures/training_step"], capsys)[1]

@@ -70,11 +70,23 @@ def test_invalid_utf8_without_a_coding_declaration(tmp_path):
     (tmp_path / "first.py").write_bytes(b"y = '\xff\xfe'\n")  # on the line a coding declaration may use
     (tmp_path / "later.py").write_bytes(b"x = 1\n\ny = '\xff\xfe'\n")
     found = {Path(f.path).name: f for f in check(tmp_path)}
-    assert "invalid UTF-8 (byte 0xff) and no coding declaration" in found["first.py"].message
-    assert "utf-8: invalid byte 0xff" in found["later.py"].message
+    # One wording wherever the byte is (tokenize refuses it in the first two lines, where a
+    # coding declaration may stand; the codec after them).
+    assert found["first.py"].message == found["later.py"].message == "cannot decode file: invalid UTF-8 (byte 0xff) and no coding declaration"
     assert (found["first.py"].line, found["first.py"].column) == (1, 6)
     assert (found["later.py"].line, found["later.py"].column) == (3, 6)
     assert {f.code for f in found.values()} == {"CG001"}
+
+
+def test_a_byte_the_declared_encoding_refuses_is_named_with_it(tmp_path):
+    (tmp_path / "ascii.py").write_bytes(b"# coding: ascii\nx = 1\ny = '\xff'\n")
+    (tmp_path / "utf8.py").write_bytes(b"# -*- coding: utf-8 -*-\nx = 1\ny = '\xff'\n")
+    (tmp_path / "bom.py").write_bytes(b"\xef\xbb\xbfx = 1\n\ny = '\xff'\n")
+    found = {Path(f.path).name: f for f in check(tmp_path)}
+    assert found["ascii.py"].message == "cannot decode file: invalid ascii (byte 0xff), the encoding its coding declaration names"
+    assert found["utf8.py"].message == "cannot decode file: invalid UTF-8 (byte 0xff), the encoding its coding declaration names"
+    assert found["bom.py"].message == "cannot decode file: invalid UTF-8 (byte 0xff) after a UTF-8 byte-order mark"
+    assert (found["bom.py"].line, found["bom.py"].column) == (3, 6)  # the byte's, not shifted by the mark
 
 
 def test_declared_latin1_file_is_decoded(tmp_path):

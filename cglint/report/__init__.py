@@ -25,7 +25,7 @@ def write_report(findings: list[Finding], *, fmt: str, files_checked: int, strea
     elif fmt == "concise":
         from cglint.report.text import write_concise
 
-        write_concise(findings, files_checked, stream, statistics, coverage)
+        write_concise(findings, files_checked, stream, statistics, coverage, color=color)
     else:
         from cglint.report.text import write_text
 

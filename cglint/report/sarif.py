@@ -34,6 +34,13 @@ def _location(path: str, line: int, column: Optional[int] = None, end_line: Opti
     return {"physicalLocation": {"artifactLocation": {"uri": _uri(path)}, "region": region}}
 
 
+def _sentence(text: str) -> str:
+    """`text` ending as a sentence: SARIF messages are complete sentences, and a message
+    without a full stop ran into the fix that follows it ("...at that moment Fix: ...")."""
+    text = text.rstrip()
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
 def _rules() -> list[dict]:
     rules = []
     for code, (name, text) in catalogue.TOOL_DIAGNOSTICS.items():
@@ -86,7 +93,7 @@ def as_sarif(findings: list[Finding]) -> dict:
             "ruleId": f.code,
             "ruleIndex": index.get(f.code, 0),
             "level": _LEVEL.get(f.severity, "warning"),
-            "message": {"text": f.message + (f" Fix: {f.fix_hint}" if f.fix_hint else "")},
+            "message": {"text": _sentence(f.message) + (f" Fix: {_sentence(f.fix_hint)}" if f.fix_hint else "")},
             "locations": [_location(f.path, f.line, f.column, f.end_line, f.end_column)],
             # The same key as baselines (file, code, line text, occurrence): stable across edits elsewhere.
             "partialFingerprints": {"cglintFinding/v1": hashlib.sha256("\0".join(map(str, key)).encode()).hexdigest()[:32]},

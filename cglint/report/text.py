@@ -74,12 +74,22 @@ def write_text(findings: list[Finding], files_checked: int, stream: TextIO, *, s
     console.print(summary(findings, files_checked, coverage))
 
 
-def write_concise(findings: list[Finding], files_checked: int, stream: TextIO, statistics: bool = False, coverage: Optional[Coverage] = None) -> None:
+def write_concise(findings: list[Finding], files_checked: int, stream: TextIO, statistics: bool = False, coverage: Optional[Coverage] = None, color: bool = False) -> None:
     for f in findings:
-        stream.write(f"{f.path}:{f.line}:{f.column}: {f.code} [{f.severity}] {f.message}\n")
+        location, code = f"{f.path}:{f.line}:{f.column}:", f"{f.code} [{f.severity}]"
+        if color:  # the styles of the text format, without loading rich for one line each
+            location, code = _ansi(location, "bold"), _ansi(code, _STYLE.get(f.severity, ""))
+        stream.write(f"{location} {code} {f.message}\n")
     if statistics:
-        write_statistics(findings, _console(stream, False))
+        write_statistics(findings, _console(stream, color))
     stream.write(summary(findings, files_checked, coverage) + "\n")
+
+
+_ANSI = {"bold": "1", "bold red": "1;31", "yellow": "33", "cyan": "36"}
+
+
+def _ansi(text: str, style: str) -> str:
+    return f"\x1b[{_ANSI[style]}m{text}\x1b[0m" if style in _ANSI else text
 
 
 def write_statistics(findings: list[Finding], console) -> None:
