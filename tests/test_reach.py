@@ -339,3 +339,43 @@ def test_a_class_nothing_constructs_or_derives_is_not_reached(tmp_path):
     """
     found = findings(tmp_path, files, paths=["lm"])
     assert not [f for f in found if f.path.endswith("unused.py")]
+
+
+def test_a_closure_made_by_a_factory_passed_to_the_base_class_is_followed(tmp_path):
+    # vLLM's graph manager: the subclass hands the base's capture loop a factory of closures;
+    # the closure reads the model from the method that defines it.
+    files = {
+        "serve/__init__.py": "",
+        "serve/runner.py": """
+            import torch
+            from torch import nn
+
+            class Model(nn.Module):
+                def forward(self, x):
+                    return x.nonzero()
+
+            class GraphManager:
+                def capture(self, create_forward_fn):
+                    for size in (1, 2):
+                        forward_fn = create_forward_fn(size)
+                        forward_fn()
+                        graph = torch.cuda.CUDAGraph()
+                        with torch.cuda.graph(graph):
+                            forward_fn()
+
+            class ModelGraphManager(GraphManager):
+                def capture(self, inputs):
+                    model = Model()
+
+                    def create_forward_fn(size):
+                        batch = inputs[:size]
+
+                        def forward_fn():
+                            return model(batch)
+
+                        return forward_fn
+
+                    super().capture(create_forward_fn)
+        """,
+    }
+    assert by_file(findings(tmp_path, files), tmp_path) == {("serve/runner.py", "CG105", 6)}

@@ -38,7 +38,7 @@ class ParameterValues:
         self.engine = engine
         self.project = engine.project
         self._values: dict[int, dict[str, Value]] = {}
-        self._searched: set[str] = set()
+        self._searched: set[tuple] = set()
 
     def of(self, function: FunctionInfo, depth: int = 0) -> dict[str, Value]:
         """The project objects each parameter of `function` may hold, over all its callers."""
@@ -59,12 +59,22 @@ class ParameterValues:
         self._values[key] = found
         return found
 
+    def call_sites(self, function: FunctionInfo) -> list[tuple[FunctionInfo, cst.Call]]:
+        """(caller, call) for each call of `function` the checked files make (see _call_sites)."""
+        return self._call_sites(function)
+
     def _call_sites(self, function: FunctionInfo) -> list[tuple[FunctionInfo, cst.Call]]:
+        """Calls of `function`: in its own module and its class's subclasses' modules
+        (`super().capture(create_forward_fn)`), and in any checked file that names it, where
+        few do (a name as common as `forward` or `capture` says nothing about one function)."""
         name = function.name
-        if name not in self._searched:
-            self._searched.add(name)
-            needle = f"{name}("
-            for module in self.project.modules_mentioning(needle, limit=MAX_CALLING_FILES):
+        if (function.key, name) not in self._searched:
+            self._searched.add((function.key, name))
+            modules = [function.module]
+            if function.cls is not None:
+                modules += [sub.module for sub in self.project.subclasses(function.cls)]
+            modules += self.project.modules_mentioning(f"{name}(", limit=MAX_CALLING_FILES)
+            for module in dict.fromkeys(modules):
                 self.engine.discover_calls_of(module, name)
         return self.engine.callers(function)
 

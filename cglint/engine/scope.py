@@ -79,10 +79,25 @@ class Scope:
             return {"True": TRUE, "False": FALSE, "None": NONE}[name]
         if self._self_name and name == self._self_name and self.cls is not None:
             return Value(Kind.OBJECT, targets=(self.cls,), tag=self.class_tag(self.cls))
+        enclosing = self.enclosing(name)
+        if enclosing is not None:
+            return enclosing
         if name in self.module.globals and name not in self.module.imports:
             return self.project_global(self.module, name)
         qualified = self.qualname(cst.Name(name))
         return self.reference(qualified) if qualified else UNKNOWN
+
+    def enclosing(self, name: str) -> Optional[Value]:
+        """A free variable of a nested def: the enclosing function's local or parameter of that
+        name, as that function assigns it (`def forward_fn(mode): model(**inputs)` inside the
+        method that binds `model` and `inputs`)."""
+        parent = self.function.parent
+        if parent is None or parent.qualname == "<module>" or isinstance(self.function.node, cst.Module):
+            return None
+        outer = self.assigned(parent)
+        if name in outer.env or name == outer._self_name:
+            return outer.lookup(name)
+        return outer.enclosing(name)
 
     def reference(self, qualified: str) -> Value:
         """The value of a module-level symbol used as an expression (not called)."""
@@ -353,7 +368,9 @@ def function_values(project: Project, function: FunctionInfo, params: Optional[d
     declared = HOST if _number_annotation(getattr(signature, "returns", None)) else None
     result: Optional[Value] = None
     for node in descendants(function.node):
-        if isinstance(node, cst.Assign) and len(node.targets) == 1:
+        if isinstance(node, cst.FunctionDef) and node is not function.node:  # a closure it defines
+            env[node.name.value] = Value(Kind.OBJECT, targets=(function.nested(node),))
+        elif isinstance(node, cst.Assign) and len(node.targets) == 1:
             target, value = node.targets[0].target, evaluate(node.value, scope)
             if isinstance(target, cst.Name):
                 env[target.value] = value

@@ -22,6 +22,11 @@ if TYPE_CHECKING:
     from cglint.engine.scope import Scope
 
 _HINT = "name what it runs in `captured` to follow it"
+# Methods of Python's own types and of loggers: on a receiver of unknown class, these are
+# almost always what they seem, whatever a project class also defines under the name.
+_LIBRARY_METHODS = frozenset(
+    name for kind in (list, dict, str, set, tuple, bytes, int, float, object) for name in dir(kind) if not name.startswith("__")
+) | {"debug", "info", "warning", "warn", "error", "exception", "critical", "log"}
 
 
 def why_unfollowed(call: cst.Call, scope: "Scope") -> Optional[str]:
@@ -40,8 +45,9 @@ def why_unfollowed(call: cst.Call, scope: "Scope") -> Optional[str]:
         receiver = evaluate(func.value, scope)
         if receiver.kind is not Kind.UNKNOWN and not receiver.targets:
             return None  # a tensor's, a string's or a torch object's own method
-        if not receiver.targets and func.attr.value not in scope.project.defined_names():
-            return None  # no project class defines it: a method of a tensor or a library object
+        name = func.attr.value
+        if not receiver.targets and (name not in scope.project.defined_names() or name in _LIBRARY_METHODS):
+            return None  # no project class defines it, or a list's, dict's, str's or logger's method
         if receiver.targets and not _assigned(func.attr.value, receiver.targets, scope):
             return None  # inherited from a library base class (`model.parameters()`)
     elif isinstance(func, cst.Name) and any(p.name.value == func.value for p in scope.function.params):
@@ -51,6 +57,8 @@ def why_unfollowed(call: cst.Call, scope: "Scope") -> Optional[str]:
 
 def _missing_member(qualified: str, scope: "Scope") -> Optional[str]:
     """A dotted name into one of the project's own modules that names nothing there."""
+    if scope.project.resolve(qualified, scope.module) is not None:
+        return None  # a class with no __init__ of its own (a dataclass), a module
     parts = qualified.split(".")
     for cut in range(len(parts) - 1, 0, -1):
         module = scope.project.resolve(".".join(parts[:cut]), scope.module)

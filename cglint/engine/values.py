@@ -593,7 +593,26 @@ def _call(call: cst.Call, scope: "Scope") -> Value:
             return Value(Kind.OBJECT, targets=callee.targets)
         if callee.tag in ("module", "module_container") or any(isinstance(c, ClassInfo) for c in callee.targets):
             return TENSOR  # calling an nn.Module runs its forward
+        functions = [f for f in callee.targets if isinstance(f, FunctionInfo)]
+        # `forward_fn = create_forward_fn(desc)` of factories passed as an argument: what the
+        # factories known to return something return (a call may reach any of them).
+        known = [v for v in (returned_value(f, scope) for f in callee.targets if isinstance(f, FunctionInfo)) if v is not UNKNOWN]
+        if known:
+            result = known[0]
+            for value in known[1:]:
+                result = join(result, value)
+            return result
     return UNKNOWN
+
+
+def returned_value(function: FunctionInfo, scope: "Scope") -> Value:
+    """What a call of a project function gives where it is known: the closures it defines,
+    tensors or torch objects, or the project objects it constructs."""
+    closures = returned_closures(function, scope.project)
+    if closures is not UNKNOWN:
+        return closures
+    value = returned_torch_value(function, scope)
+    return value if value is not UNKNOWN else returned_objects(function, scope)
 
 
 def _call_qualified(call: cst.Call, qualified: str, scope: "Scope") -> Value:
@@ -613,11 +632,7 @@ def _call_qualified(call: cst.Call, qualified: str, scope: "Scope") -> Value:
     if isinstance(definition, ClassInfo):
         return Value(Kind.OBJECT, targets=(definition,), tag=scope.class_tag(definition))
     if isinstance(definition, FunctionInfo):
-        closures = returned_closures(definition, scope.project)
-        if closures is not UNKNOWN:
-            return closures
-        value = returned_torch_value(definition, scope)
-        return value if value is not UNKNOWN else returned_objects(definition, scope)
+        return returned_value(definition, scope)
     if isinstance(definition, ModuleInfo):
         return UNKNOWN
     if definition is None and not qualified.startswith("torch.") and qualified not in t.values.host_builtins:
