@@ -77,11 +77,13 @@ def readme_config() -> str:
 
 
 def _install_readme_config(hook_repo: Path, project: Path) -> None:
-    """The README's snippet, pointing at the snapshot instead of <your-org>'s repository, whose
-    `rev` is created there as the README says."""
+    """The README's snippet, pointing at the snapshot instead of <your-org>'s repository, and
+    at the snapshot's commit instead of the README's (a commit of this repository's history,
+    tested below)."""
     config = readme_config()
     rev = re.search(r"rev: (\S+)", config)[1]
-    _git(hook_repo, "tag", rev)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=hook_repo, check=True, capture_output=True, text=True).stdout.strip()
+    config = config.replace(f"rev: {rev}", f"rev: {head}")
     (project / ".pre-commit-config.yaml").write_text(re.sub(r"repo: \S+", f"repo: {hook_repo.as_uri()}", config))
 
 
@@ -136,11 +138,33 @@ def test_a_file_handed_over_alone_still_reads_the_modules_it_calls(tmp_path, mon
     assert [(f["path"], f["line"], f["code"]) for f in data["findings"]] == [("model.py", 5, "CG101")]
 
 
-def test_the_readme_pins_the_release_tag_of_this_version():
-    from cglint import __version__
+def _repository_git(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
 
-    assert re.search(r"rev: (\S+)", readme_config())[1] == f"v{__version__}"
-    assert f"git tag v{__version__} && git push origin v{__version__}" in (ROOT / "README.md").read_text("utf-8")
+
+def test_the_readme_pins_a_commit_of_this_repository_that_has_the_hook():
+    """pre-commit fetches the `rev` the README names: a tag this repository does not have
+    failed with "pathspec did not match". The README pins a full commit hash, which must be a
+    commit of this repository's history that carries .pre-commit-hooks.yaml; the pip URLs
+    pin the same one."""
+    rev = re.search(r"rev: (\S+)", readme_config())[1]
+    assert re.fullmatch(r"[0-9a-f]{40}", rev), f"rev {rev!r} is not a full commit hash"
+    readme = (ROOT / "README.md").read_text("utf-8")
+    pins = set(re.findall(r"git\+https://github\.com/<your-org>/cglint@(\S+?)[\"\s]", readme))
+    assert pins == {rev}
+    for doc in sorted((ROOT / "docs").glob("*.md")):
+        assert set(re.findall(r"git\+https://github\.com/<your-org>/cglint@(\S+?)[\"\s]", doc.read_text("utf-8"))) <= {rev}, doc.name
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    head = _repository_git("rev-parse", "--verify", "HEAD")
+    if head.returncode != 0:
+        pytest.skip("this checkout has no git history")
+    if _repository_git("cat-file", "-e", f"{rev}^{{commit}}").returncode != 0:
+        if _repository_git("rev-parse", "--is-shallow-repository").stdout.strip() == "true":
+            pytest.skip("a shallow checkout: the pinned commit may lie beyond its history")
+        pytest.fail(f"the README pins {rev}, which is no commit of this repository")
+    assert _repository_git("merge-base", "--is-ancestor", rev, "HEAD").returncode == 0, f"{rev} is not in the history of HEAD"
+    assert _repository_git("cat-file", "-e", f"{rev}:.pre-commit-hooks.yaml").returncode == 0, f"{rev} has no .pre-commit-hooks.yaml"
 
 
 def test_readme_snippets_for_pre_commit_and_github_actions_parse():
