@@ -94,6 +94,16 @@ def test_install_lines_work_outside_the_repository():
                 assert f" @ git+{PLACEHOLDER}" in requirement, f"{command}: cglint is installed from a checkout or its git URL"
 
 
+def test_the_install_section_names_every_extra():
+    """`cglint server` needs the `server` extra: the Install section, where users look, says
+    how to install each extra (it was only in docs/editors.md)."""
+    extras = set(toml.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    install = _section("Install")
+    named = {extra for block in re.findall(r"```sh\n(.*?)```", install, re.S) for extra in re.findall(r'"\.\[(\w+)\]"', block)}
+    assert named == extras - {"test"}
+    assert '".[test]"' in install
+
+
 def test_every_cglint_command_in_the_docs_parses():
     parser = build_parser()
     seen = 0
