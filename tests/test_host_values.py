@@ -197,3 +197,51 @@ def test_ops_sized_by_data_only_where_the_size_depends_on_it():
         out = attend(q, k, v, keep, repeats)
     """
     assert found(source, select=(*CORE, "dynamic-shape")) == {("CG108", 9), ("CG105", 10)}
+
+
+def test_host_reads_of_host_tensors_and_inference_flags_are_no_device_data():
+    # lmdeploy's token split: sizes held in a CPU tensor, sliced by its `.tolist()`; a rotary
+    # cache asking `is_inference()`, a flag of the tensor object.
+    source = """
+    import torch
+
+    class Gather(torch.nn.Module):
+        def forward(self, x, sizes):
+            host_sizes = torch.tensor(sizes)
+            first = host_sizes.tolist()[0]
+            head = x[:first]
+            if x.is_inference():
+                head = head.clone()
+            return head, x[: x.sum().item()]
+
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = Gather()(static_x, [2, 2])
+    """
+    assert found(source, select=CORE + ("dynamic-shape",)) == {("CG101", 10), ("CG701", 10)}
+
+
+def test_layers_unpacked_from_enumerate_and_zip_are_followed():
+    source = """
+    import torch
+    from torch import nn
+
+    class Block(nn.Module):
+        def forward(self, x):
+            return x.nonzero()
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([Block() for _ in range(2)])
+
+        def forward(self, x, caches):
+            for i, (layer, cache) in enumerate(zip(self.layers, caches)):
+                x = layer(x)
+            return x
+
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = Net()(static_x, [None, None])
+    """
+    assert found(source) == {("CG105", 6)}

@@ -719,6 +719,8 @@ def _call_method(call: cst.Call, receiver: Value, name: str, scope: "Scope") -> 
     tensorish = receiver.is_tensor or (receiver.kind == Kind.UNKNOWN and name in t.values.tensor_methods)
     if name in t.values.host_methods and receiver.is_tensor:
         return Value(Kind.HOST, data=True) if receiver.data else HOST
+    if name in ("item", "tolist") and receiver.kind == Kind.CPU_TENSOR:
+        return HOST  # read from host memory: no device data, nothing waits for the GPU
     if name in ("item", "tolist") and (receiver.is_tensor or receiver.kind == Kind.UNKNOWN):
         return Value(Kind.HOST, data=True)
     if not tensorish and name not in ("cpu", "numpy", "pin_memory"):

@@ -333,7 +333,9 @@ class Walker:
                 return HOST
             if name in ("enumerate", "reversed", "sorted") and positional(iterable):
                 inner = self.element_of(positional(iterable)[0])
-                return inner if name != "enumerate" else UNKNOWN
+                return inner if name != "enumerate" else Value(Kind.OBJECT, items=(HOST, inner))
+            if name == "zip":  # `for layer, cache in zip(self.layers, caches)`
+                return Value(Kind.OBJECT, items=tuple(self.element_of(arg) for arg in positional(iterable)))
         value = evaluate(iterable, self.scope)
         if value.kind == Kind.OBJECT and value.tag == "module_container":
             return Value(Kind.OBJECT, targets=value.targets)
