@@ -398,6 +398,7 @@ def _findings(hits: list["RawHit"], checked: set[Path], selection: Selection, fi
                 fix_hint=_format(hit.rule.fix_hint, hit.details),
                 region=region,
                 trace=trace,
+                related=_related(hit.details.get("related", ()), positions),
             )
         )
         if hit.rule.aggregate:
@@ -423,6 +424,16 @@ def _suppressed_at_end(hit: "RawHit", line: int, selection: Selection, cache: di
     return end is not None and selection.suppressed(hit.rule.code, file.lines[end - 1 : end])
 
 
+def _related(locations, positions: "Positions") -> tuple[Related, ...]:
+    """The related locations a hit names (rule.Location: a module, a node, a message), placed."""
+    found = []
+    for location in locations:
+        span = positions.of(location.module, location.node)
+        if span is not None:
+            found.append(Related(location.module.display, span.start.line, span.start.column + 1, location.message))
+    return tuple(dict.fromkeys(found))
+
+
 def _aggregated(group: list[tuple[Finding, str]]) -> Finding:
     """The first of a function's hits of one rule, with the others as related locations."""
     group.sort(key=lambda pair: pair[0].sort_key)
@@ -436,7 +447,7 @@ def _aggregated(group: list[tuple[Finding, str]]) -> Finding:
         return first
     lines = ", ".join(str(r.line) for r in others[:_LINES_LISTED]) + (", ..." if len(others) > _LINES_LISTED else "")
     message = f"{first.message} (and {len(others)} more in this function: line{'s' if len(others) > 1 else ''} {lines})"
-    return dataclasses.replace(first, message=message, related=tuple(others))
+    return dataclasses.replace(first, message=message, related=first.related + tuple(others))
 
 
 def _format(template: str, details: dict) -> str:

@@ -75,6 +75,16 @@ class Hit:
     capture: Optional["Capture"] = None
 
 
+@dataclass(frozen=True)
+class Location:
+    """Another line that explains a hit (the write that changes the value it reads), for its
+    finding's `related` locations: a rule puts a sequence of them in `Hit.details["related"]`."""
+
+    module: Any  # the ModuleInfo that holds `node`
+    node: "cst.CSTNode"
+    message: str
+
+
 class Rule:
     code: ClassVar[str]
     name: ClassVar[str]  # kebab-case, shown in `cglint rules`

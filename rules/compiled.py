@@ -17,6 +17,7 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
+from cglint.engine.state import Change
 from cglint.engine.syntax import call_method, code_of, descendants, keyword, nearest_assignment, positional
 from cglint.engine.values import Kind, output_root
 from cglint.rule import COMPILED, REPLAY, Hit, Rule
@@ -333,7 +334,7 @@ class GuardedValueChanges(_Reusing):
     constructs = (FrozenHostValue, HostStateCondition, StaleHostSize, HostCounter)
     summary = "A compiled function reads a Python number or flag that changes between its calls (a counter, a schedule)."
     message = (
-        "`{expr}` reads or changes a Python value that differs from call to call; Dynamo guards on it, so a new value "
+        "`{expr}` {change}; Dynamo guards on it, so a new value "
         "recompiles the function (or, once Dynamo makes the number dynamic, records a new CUDA graph for it), "
         "and past the recompile limit the function runs eagerly"
     )
@@ -344,7 +345,11 @@ class GuardedValueChanges(_Reusing):
     every call recompiles on every call until `torch._dynamo.config.recompile_limit`
     (8 by default), after which the function runs without compilation or CUDA graphs. A
     number Dynamo turns dynamic instead gets a new CUDA graph per value, which grows the
-    memory pool. Results stay right: severity info."""
+    memory pool. Results stay right: severity info. It is reported only where the change is
+    seen running between calls: a counter stepped in the compiled code, a write in the loop
+    that calls the function, or a setter called there (shown as related locations). An
+    attribute of an object the function builds on each call, or one that only a method
+    nothing calls writes, stays as it is: Dynamo does not recompile."""
     invalid = (
         '''
 import torch
@@ -360,6 +365,26 @@ class Decoder(torch.nn.Module):
         return self.proj(x)
 
 step = torch.compile(Decoder().cuda(), mode="reduce-overhead")
+''',
+        '''
+import torch
+
+class Scaler:
+    def __init__(self):
+        self.scale = 1.0
+
+    def set_scale(self, scale):
+        self.scale = scale
+
+scaler = Scaler()
+
+@torch.compile(mode="reduce-overhead")
+def step(x):
+    return x * scaler.scale  # expect: CG603
+
+for i in range(10):
+    scaler.set_scale(0.9 ** i)
+    step(torch.randn(8, device="cuda"))
 ''',
     )
     valid = (
@@ -378,7 +403,47 @@ class Decoder(torch.nn.Module):
 
 step = torch.compile(Decoder().cuda(), mode="reduce-overhead")
 ''',
+        '''
+import torch
+
+class Batch:
+    def __init__(self, x):
+        self.x = x
+        self.batch_size = x.shape[0]
+
+    def resize(self, n):
+        self.batch_size = n
+
+@torch.compile(mode="reduce-overhead")
+def step(x):
+    batch = Batch(x)  # built on every call: no other call changes it
+    return batch.x * batch.batch_size
+
+for i in range(10):
+    Batch(torch.ones(2)).resize(i)  # another object
+    step(torch.randn(8, device="cuda"))
+''',
     )
+
+    def check(self, node, ctx):
+        for rule in self.constructs:
+            if not isinstance(node, rule.nodes):
+                continue
+            for hit in rule().check(node, ctx):
+                found = hit.node if isinstance(hit, Hit) else hit
+                if rule is HostCounter:  # stepped here, on every call
+                    yield Hit(found, {"change": "changes a Python value on every call"})
+                    continue
+                details = hit.details if isinstance(hit, Hit) else {}
+                state = details.get("state")
+                if not isinstance(state, Change) or not state.runs:
+                    continue  # no write seen running between calls: no recompile to report
+                text = state.replace("between replays", "between calls")
+                read = f"`{details.get('read') or code_of(found)}` "
+                if text.startswith(read):
+                    text = text[len(read):]
+                change = f"reads a Python value that changes between calls: {text}" if text.startswith("`") else f"reads a Python value that {text}"
+                yield Hit(found, {"change": change, "related": state.sites})
 
 
 # --- between calls ----------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cglint.engine.state import reword
 from cglint.engine.syntax import code_of, keyword, positional
 from cglint.engine.values import Kind
 from cglint.rule import Hit, Rule
@@ -76,7 +77,7 @@ def changing_number(read: cst.BaseExpression, ctx):
         return None
     prefix = f"`{code_of(read)}` "
     text = state.split(prefix, 1)[-1] if prefix in state else state
-    return text[len("global "):] if text.startswith("global ") else text
+    return reword(state, text[len("global "):] if text.startswith("global ") else text)
 
 
 class ShapeFromData(Rule):

@@ -115,7 +115,7 @@ class Engine:
         self._capturing_callers: dict[int, FunctionInfo] = {}  # functions that capture through a call
         self._host_calls: list[tuple] = []  # (caller, callees or None, call, env, after_capture)
         self._calls_by_caller: dict[int, list[tuple]] = {}  # caller key -> (resolved callees, call)
-        self._replay_writes: Optional[dict[tuple, list[FunctionInfo]]] = None  # _writes_between_replays
+        self._replay_writes: Optional[dict[tuple, list[tuple]]] = None  # _writes_between_replays
         self._runners: Optional[tuple] = None  # (state, runner_methods, runner callers' keys)
         self._preludes: Optional[tuple] = None  # (replayers counted, {key: method}) of _replay_preludes
         self._deferred: dict[int, tuple] = {}
@@ -414,20 +414,32 @@ class Engine:
     def changed_between_replays(self, key: tuple, reader: FunctionInfo, read: Optional[cst.CSTNode] = None) -> Optional[FunctionInfo]:
         """The function that changes this name or attribute, read by `reader` (in statement
         `read`), after a capture or around replay()."""
+        found = self.change_between_replays(key, reader, read)
+        return found[0] if found else None
+
+    def change_between_replays(
+        self, key: tuple, reader: FunctionInfo, read: Optional[cst.CSTNode] = None
+    ) -> Optional[tuple[FunctionInfo, Optional[cst.CSTNode]]]:
+        """changed_between_replays, with the statement that writes (None for `model.eval()`)."""
         for function, after_capture, statement in (w for k in _matching(self._host_writes, key) for w in self._host_writes[k]):
             if key[0] == "name" and key[-1] in self.replay_selectors(function):
                 continue  # `bs = pad(n); graphs[bs].replay()`: it picks a graph, each keeps its own value
             if function is reader and statement is not None and read is not None and self.runs_before(function, statement, read):
                 continue  # set after one capture, before the next that reads it (triton's do_bench_cudagraph)
             if self.between_replays(function, after_capture) and not self._separate_programs(function.module, reader.module):
-                return function
+                return function, statement
         return None
 
     def changed_by_calls_between_replays(self, key: tuple, reader: FunctionInfo) -> Optional[FunctionInfo]:
         """The function called between replays (a setter, `model.eval()`'s owner) that changes this state."""
+        found = self.call_changing_between_replays(key, reader)
+        return found[0] if found else None
+
+    def call_changing_between_replays(self, key: tuple, reader: FunctionInfo) -> Optional[tuple[FunctionInfo, cst.Call, FunctionInfo]]:
+        """changed_by_calls_between_replays, as (that function, the call between replays, its caller)."""
         writes = self._writes_between_replays()
         return next((
-            f for k in _matching(writes, key) for f in writes[k] if not self._separate_programs(f.module, reader.module)
+            w for k in _matching(writes, key) for w in writes[k] if not self._separate_programs(w[0].module, reader.module)
         ), None)
 
     def _separate_programs(self, first: ModuleInfo, second: ModuleInfo) -> bool:
@@ -438,17 +450,18 @@ class Engine:
         body = module.body_function
         return programs.has_main_guard(self.project, module) or self.captures_in(body) or self.calls_replay(body)
 
-    def _writes_between_replays(self) -> dict[tuple, list[FunctionInfo]]:
-        """State keys (replay_writes.py) that functions called between replays change."""
+    def _writes_between_replays(self) -> dict[tuple, list[tuple]]:
+        """State keys (replay_writes.py) that functions called between replays change, each with
+        (the function, the call between replays, its caller)."""
         if self._replay_writes is None:
-            writes: dict[tuple, list[FunctionInfo]] = {}
+            writes: dict[tuple, list[tuple]] = {}
             capturing = {c.function.key for c in self._captures.values() if c.function is not None}
             for _, function, call, caller in self._host_callees(between=True):
                 changed = writes_of(self.project, function)
                 if changed and any(f.key in capturing for f in reachable(self.project, function)):
                     continue  # rebuilds the state and captures again (NeMo's `_graph_reinitialize`)
                 for key in (*changed, *argument_keys(changed, function, call, caller)):
-                    writes.setdefault(key, []).append(function)
+                    writes.setdefault(key, []).append((function, call, caller))
             self._replay_writes = writes
         return self._replay_writes
 

@@ -7,7 +7,7 @@ module exists to avoid.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional
 
 import libcst as cst
 
@@ -17,6 +17,7 @@ from cglint.engine.project import Project
 from cglint.engine.replay_writes import ANY_OWNER, attribute_key, initialised_once, item_keys, restored_state
 from cglint.engine.syntax import assigned_names, code_of, descendants, item_name
 from cglint.engine.values import Kind, evaluate, host_reads
+from cglint.rule import Location
 
 if TYPE_CHECKING:
     from cglint.engine.checker import Engine
@@ -79,6 +80,36 @@ def _counts_up(write) -> bool:
     )
 
 
+class Change(str):
+    """How state changes between replays: the text rules put in their messages, with where
+    (`sites`: rule.Location items for the write and the call between replays that runs it)
+    and whether that write is known to run between calls (`runs`): it is in the replay loop
+    or in a function called there, or in a method that the capture itself or other code calls,
+    not merely defined (`resize()` that nothing calls)."""
+
+    sites: tuple = ()
+
+    def __new__(cls, text: str, sites: Iterable[Location] = (), runs: Any = True) -> "Change":
+        change = super().__new__(cls, text)
+        change.sites = tuple(sites)
+        change._runs = runs  # a bool, or a function that decides it when first asked
+        return change
+
+    @property
+    def runs(self) -> bool:
+        if callable(self._runs):
+            self._runs = bool(self._runs())
+        return self._runs
+
+    def reworded(self, text: str) -> "Change":
+        return Change(text, self.sites, self._runs)
+
+
+def reword(state: Optional[str], text: str) -> str:
+    """`text`, keeping where `state` (a Change) says the change is made."""
+    return state.reworded(text) if isinstance(state, Change) else text
+
+
 class StateFacts:
     def __init__(self, project: Project, engine: "Engine"):
         self.project = project
@@ -87,30 +118,42 @@ class StateFacts:
     def changing(
         self, expr: cst.BaseExpression, scope: "Scope", any_write: bool = False, depth: int = 0, statement: Optional[cst.CSTNode] = None
     ) -> Optional[str]:
-        """How the state `expr` reads (in `statement`, when known) changes between replays, or None."""
+        """How the state `expr` reads (in `statement`, when known) changes between replays, or
+        None; a Change, which also says where."""
+        change = self._change(expr, scope, any_write, depth, statement)
+        if change and self._built_here(expr, scope):
+            return None  # an object this call builds: nothing outside the call holds it to change it
+        return change
+
+    def _change(
+        self, expr: cst.BaseExpression, scope: "Scope", any_write: bool, depth: int, statement: Optional[cst.CSTNode]
+    ) -> Optional[str]:
         keys = self._state_keys(expr, scope)
         reader = scope.function
-        function = next((f for k in keys if (f := self.engine.changed_between_replays(k, reader, statement)) is not None), None)
-        if function is not None:  # assigned after the capture or in the replay loop
+        code = f"`{code_of(expr)}`"
+        # Changed by a function the replay loop calls: a setter, `model.eval()`, `anneal()`.
+        called = next((f for k in keys if (f := self.engine.call_changing_between_replays(k, reader)) is not None), None)
+        if called is not None:  # the call in the loop says more than the method that writes
+            return self._called_change(expr, code, *called)
+        found = next((f for k in keys if (f := self.engine.change_between_replays(k, reader, statement)) is not None), None)
+        if found is not None:  # assigned after the capture or in the replay loop
+            function, written = found
             where = "the module" if function.qualname == "<module>" else f"{function.qualname}()"
-            return f"`{code_of(expr)}` is changed between replays in {where}"
+            sites = [Location(function.module, written, f"changes {code} between calls")] if written is not None else []
+            return Change(f"{code} is changed between replays in {where}", sites)
         container = expr.value if isinstance(expr, cst.Subscript) else expr  # an entry changes with its container
         if isinstance(container, cst.Attribute):
             base = evaluate(container.value, scope)
             if base.kind == Kind.OBJECT and not base.is_class:
                 for cls in base.targets:
                     if isinstance(cls, ClassInfo):
-                        where = self._changed_attribute(cls, container.attr.value, any_write)
+                        where = self._changed_attribute(cls, container.attr.value, any_write, scope)
                         if where:
-                            return f"`{code_of(expr)}` {where}"
+                            return reword(where, f"{code} {where}")
         elif isinstance(container, cst.Name) and container.value not in scope.env:
             where = self._changed_globals(scope.module).get(container.value)
             if where:
-                return f"global `{container.value}` {where}"
-        # Changed by a function the replay loop calls: a setter, `model.eval()`, `anneal()`.
-        function = next((f for k in keys if (f := self.engine.changed_by_calls_between_replays(k, reader)) is not None), None)
-        if function is not None:
-            return f"`{code_of(expr)}` is changed between replays by {function.qualname}()"
+                return reword(where, f"global `{container.value}` {where}")
         if isinstance(expr, cst.Name) and expr.value in scope.env:
             return self.derived(expr, scope, any_write, depth, statement)
         if isinstance(expr, cst.Attribute) and depth < _MAX_DERIVATION:
@@ -148,9 +191,88 @@ class StateFacts:
                     code = f"`{code_of(read)}`"
                     detail = state[len(code):].lstrip() if state.startswith(code) else state
                     if detail.startswith(_DERIVED):  # name the state itself, not the locals between
-                        return f"`{label}` {detail}"
-                    return f"`{label}` {_DERIVED}{code}, which {detail}"
+                        return reword(state, f"`{label}` {detail}")
+                    return reword(state, f"`{label}` {_DERIVED}{code}, which {detail}")
         return None
+
+    def _called_change(self, expr: cst.BaseExpression, code: str, function: FunctionInfo, call: cst.Call, caller: FunctionInfo) -> Change:
+        """The change a call between replays makes: the call, and the write in the function called."""
+        sites = [Location(caller.module, call, f"calls {function.qualname}(), which changes {code}")]
+        written = _write_in(function, expr)
+        if written is not None:
+            sites.append(Location(function.module, written, f"changes {code}"))
+        return Change(f"{code} is changed between replays by {function.qualname}()", sites)
+
+    def _built_here(self, expr: cst.BaseExpression, scope: "Scope") -> bool:
+        """Whether `expr` reads an attribute of an object the reading function itself constructs
+        (`b = Batch(x)`, then `b.batch_size`), or `self` of a method every caller calls on an
+        object it constructs (`Batch(x).scaled()`): each call has its own object, which only
+        that call can change."""
+        from cglint.engine.scope import Scope  # scope imports this module
+
+        root = expr
+        while isinstance(root, (cst.Attribute, cst.Subscript)):
+            root = root.value
+        if root is expr or not isinstance(root, cst.Name):
+            return False
+        function = scope.function
+        if function.is_method and function.params and root.value == function.params[0].name.value:
+            sites = self.engine.parameter_values.call_sites(function)
+            return bool(sites) and all(
+                isinstance(call.func, cst.Attribute) and self._fresh(call.func.value, Scope(self.project, caller))
+                for caller, call in sites
+            )
+        return self._only_constructed(root.value, scope)
+
+    def _fresh(self, receiver: cst.BaseExpression, scope: "Scope") -> bool:
+        """`Batch(x)`, or a local that only ever holds objects its function constructs."""
+        if isinstance(receiver, cst.Call):
+            return self._constructs(receiver, scope)
+        return isinstance(receiver, cst.Name) and self._only_constructed(receiver.value, scope)
+
+    def _only_constructed(self, name: str, scope: "Scope") -> bool:
+        function = scope.function
+        if not isinstance(function.node, cst.FunctionDef) or any(p.name.value == name for p in function.params):
+            return False
+        if self.engine.captures_in(function) or self.engine.calls_replay(function):
+            return False  # built once around the capture, then replayed or called many times
+        built = False
+        for node in descendants(function.node):
+            if isinstance(node, (cst.Global, cst.Nonlocal)) and any(n.name.value == name for n in node.names):
+                return False
+            targets: list = []
+            value = None
+            if isinstance(node, cst.Assign):
+                targets, value = [t.target for t in node.targets], node.value
+            elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+                targets, value = [node.target], getattr(node, "value", None) if isinstance(node, cst.AnnAssign) else None
+            elif isinstance(node, (cst.For, cst.CompFor)):
+                targets = [node.target]
+            elif isinstance(node, cst.WithItem) and node.asname is not None:
+                targets = [node.asname.name]
+            elif isinstance(node, cst.NamedExpr):
+                targets = [node.target]
+            for target in targets:
+                leaves = list(assigned_names(target))
+                if not any(isinstance(leaf, cst.Name) and leaf.value == name for leaf in leaves):
+                    continue
+                if len(leaves) != 1 or not self._constructs(value, scope):
+                    return False
+                built = True
+        return built
+
+    def _constructs(self, value: Optional[cst.BaseExpression], scope: "Scope") -> bool:
+        """`Batch(x)`: a call of a project class."""
+        if not isinstance(value, cst.Call):
+            return False
+        callee = evaluate(value.func, scope)
+        return callee.kind == Kind.OBJECT and callee.is_class and bool(callee.targets) and all(isinstance(t, ClassInfo) for t in callee.targets)
+
+    def _runs(self, method: FunctionInfo, reader: FunctionInfo) -> bool:
+        """Whether code is seen running `method`: it reads the state itself, or something calls it."""
+        if method is reader or method.key == reader.key:
+            return True
+        return bool(self.engine.parameter_values.call_sites(method))
 
     def _returns(self, function: FunctionInfo) -> Iterator[tuple[cst.BaseExpression, "Scope"]]:
         from cglint.engine.scope import Scope
@@ -193,8 +315,11 @@ class StateFacts:
         """The values a function assigns to each of its local names, and (under _RETURNED) returns."""
         return self.project.cached(("assignments", function.key), lambda: _assignments(function), {})  # type: ignore[return-value]
 
-    def _changed_attribute(self, cls: ClassInfo, attr: str, any_write: bool = False) -> Optional[str]:
+    def _changed_attribute(self, cls: ClassInfo, attr: str, any_write: bool = False, scope: Optional["Scope"] = None) -> Optional[str]:
+        """How a method of the class changes the attribute: a Change at the write, which `runs`
+        when code is seen calling that method (the first such write, else the first write)."""
         setup = self._setup_methods(cls)
+        found: list[Change] = []
         for klass in self.project.mro(cls):
             for write in klass.attr_writes(attr):
                 if write.method.name in _SETUP_METHODS or id(write.method) in setup:
@@ -202,14 +327,23 @@ class StateFacts:
                 if self.engine.called_only_before_replays(write.method):
                     continue  # `model.set_scale(0.5)` while building, before the capture
                 if write.augmented or _counts_up(write):
-                    return f"is updated in {write.method.qualname}()"
-                if self._transient(write.method, write.node) or configures(write.method) or _stores_own_argument(write):
+                    text = f"is updated in {write.method.qualname}()"
+                elif self._transient(write.method, write.node) or configures(write.method) or _stores_own_argument(write):
                     continue
-                if any_write or _is_toggle(write.value):
-                    return f"is reassigned in {write.method.qualname}()"
-        return self._mutated_attribute(cls, attr, setup)
+                elif any_write or _is_toggle(write.value):
+                    text = f"is reassigned in {write.method.qualname}()"
+                else:
+                    continue
+                found.append(self._written(text, write.method, write.node, f"changes `{attr}`", scope))
+        if len(found) > 1:  # asking which runs searches for calls: only where there is a choice
+            return next((change for change in found if change.runs), found[0])
+        return found[0] if found else self._mutated_attribute(cls, attr, setup, scope)
 
-    def _mutated_attribute(self, cls: ClassInfo, attr: str, setup: set[int]) -> Optional[str]:
+    def _written(self, text: str, method: FunctionInfo, node: cst.CSTNode, note: str, scope: Optional["Scope"]) -> Change:
+        runs = (lambda: self._runs(method, scope.function)) if scope is not None else True
+        return Change(text, [Location(method.module, node, f"{note} (in {method.qualname}())")], runs)
+
+    def _mutated_attribute(self, cls: ClassInfo, attr: str, setup: set[int], scope: Optional["Scope"] = None) -> Optional[str]:
         """A host list attribute grown or shrunk outside setup (`self.history.append(t)`):
         `len(self.history)` read at capture keeps its value then."""
         classes = self.project.mro(cls)
@@ -222,7 +356,7 @@ class StateFacts:
                 if method.outline is not None and attr not in method.outline.facts.names:
                     continue  # not even named there: no reason to parse it
                 if _mutates(method, attr) and not self.engine.called_only_before_replays(method):
-                    return f"is changed in place in {method.qualname}()"
+                    return self._written(f"is changed in place in {method.qualname}()", method, method.node, f"changes `{attr}` in place", scope)
         return None
 
     def _transient(self, function, node: cst.CSTNode) -> bool:
@@ -285,16 +419,42 @@ class StateFacts:
                     declared.update(n.name.value for n in node.names if n.name.value not in declared_lazy)
                 elif isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Name):
                     if node.target.value in declared:
-                        found.setdefault(node.target.value, f"is updated in {function.qualname}()")
+                        found.setdefault(node.target.value, self._global_write(f"is updated in {function.qualname}()", function, node))
                 elif isinstance(node, cst.Assign) and not configures(function):
                     for target in node.targets:
                         for leaf in assigned_names(target.target):
                             if isinstance(leaf, cst.Name) and leaf.value in declared:
-                                found.setdefault(leaf.value, f"is reassigned in {function.qualname}()")
+                                found.setdefault(leaf.value, self._global_write(f"is reassigned in {function.qualname}()", function, node))
         return found
+
+    def _global_write(self, text: str, function: FunctionInfo, node: cst.CSTNode) -> Change:
+        """A `global` write: it runs between calls when something calls its function."""
+        location = Location(function.module, node, f"changes `{code_of(assigned_target(node))}` (in {function.qualname}())")
+        return Change(text, [location], lambda: bool(self.engine.parameter_values.call_sites(function)))
 
 
 _RETURNED = "<return>"
+
+
+def assigned_target(node: cst.CSTNode) -> cst.BaseExpression:
+    return node.targets[0].target if isinstance(node, cst.Assign) else node.target  # type: ignore[attr-defined]
+
+
+def _write_in(function: FunctionInfo, expr: cst.BaseExpression) -> Optional[cst.CSTNode]:
+    """The statement of `function` itself that writes the state `expr` reads (an attribute, a
+    name or an entry of the same name), or None (written in a function it calls)."""
+    container = expr.value if isinstance(expr, cst.Subscript) else expr
+    name = container.attr.value if isinstance(container, cst.Attribute) else getattr(container, "value", None)
+    if not isinstance(function.node, cst.FunctionDef) or not isinstance(name, str):
+        return None
+    for node in descendants(function.node):
+        if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            for leaf in (leaf for target in targets for leaf in assigned_names(target)):
+                leaf = leaf.value if isinstance(leaf, cst.Subscript) else leaf
+                if (leaf.attr.value if isinstance(leaf, cst.Attribute) else getattr(leaf, "value", None)) == name:
+                    return node
+    return None
 
 
 def _is_list(value: Optional[cst.BaseExpression]) -> bool:
