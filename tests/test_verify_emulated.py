@@ -247,3 +247,61 @@ def test_the_cpu_mode_checks_replays_as_its_note_says(tmp_path):
     (note,) = [n for n in report["notes"] if "CUDA emulated on the CPU" in n]
     assert "each replay() checked the Python values the capture read and the parameters" in note
     assert [c["status"] for c in report["captures"]] == ["ok"] and report["captures"][0]["replays"] == 3
+
+
+# A loop that reads a graph's outputs after each replay: on a GPU each replay computes them
+# from the new inputs, with the Python values as the capture saw them.
+READ_AFTER_REPLAY = '''
+import json
+import torch
+
+static_x = torch.zeros(3, device="cuda")
+bias = torch.ones(3, device="cuda")
+scale = 2.0
+side = torch.cuda.Stream()
+side.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(side):
+    static_y = static_x * scale + bias
+torch.cuda.current_stream().wait_stream(side)
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    hidden = static_x * scale
+    static_y = hidden + bias
+    static_x.add_(0)
+seen = []
+for i in range(1, 4):
+    static_x.copy_(torch.full((3,), float(i), device="cuda"))
+    g.replay()
+    seen.append(static_y.sum().item())
+bias.fill_(0)
+g.replay()
+seen.append(static_y.sum().item())
+with open("seen.json", "w") as out:
+    json.dump(seen, out)
+'''
+
+
+def test_replay_computes_the_outputs_a_loop_reads(tmp_path):
+    text = textwrap.dedent(READ_AFTER_REPLAY)
+    done, report = verify(tmp_path, text)
+    assert report["mode"] == "cpu" and report["run"]["completed"] and report["findings"] == [], done.stderr
+    # 3 * (2 * i + 1) for i = 1, 2, 3 (replay() computed nothing: the capture's 3.0 each time),
+    # then the bias the graph reads, zeroed in place: 3 * 2 * 3.
+    assert json.loads((tmp_path / "seen.json").read_text()) == [9.0, 15.0, 21.0, 18.0]
+    assert [c["replays"] for c in report["captures"]] == [4]
+    (note,) = [n for n in report["notes"] if "CUDA emulated on the CPU" in n]
+    assert "ran the capture's operators again" in note and "computing nothing" not in note
+
+
+def test_a_recorded_operator_that_cannot_run_again_says_why():
+    from cglint.verify.cpushims import _Recording
+
+    x, bias = torch.zeros(3), torch.ones(3)
+    with _Recording() as recording:
+        y = x + bias
+        empty = torch.empty(3)
+    empty.fill_(7)  # no kernel on a GPU: a replay leaves it as it is
+    x.add_(1)
+    assert recording.replay() is None and y.tolist() == [2.0, 2.0, 2.0] and empty.tolist() == [7.0, 7.0, 7.0]
+    x.resize_(5)
+    assert recording.replay().startswith("aten.add failed when run again (RuntimeError: The size of tensor a (5)")

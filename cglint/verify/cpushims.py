@@ -4,7 +4,9 @@ With no CUDA, torch.cuda.graph, CUDAGraph and streams cannot even be constructed
 that says "cuda" stops at its first tensor. Here "cuda" devices become the CPU (EmulatedCuda)
 and the torch.cuda API a capturing script calls has stand-ins, so a script written for CUDA
 runs its capture code: the body of every "capture" runs once under the same instrumentation
-as a real capture, replay() checks the capture's replay guards and computes nothing, and
+as a real capture, replay() checks the capture's replay guards and then runs again the
+operators the capture recorded, on the tensors it used (a script that reads its outputs after
+each replay sees new values, as on a GPU, with the Python values frozen at capture), and
 streams, events and synchronize are no-ops that still record CG104 inside a region.
 """
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any, Optional
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._device import DeviceContext
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from cglint.findings import Region
 from cglint.verify import errors, frames, guards, synchooks
@@ -46,6 +49,8 @@ class _Trace:
         _depth[0] += 1
         self.started = time.perf_counter()
         owned = tuple(getattr(graph, "generators", ()))
+        # Under the instrumentation's modes, which see every operator first, as written.
+        self.recording: Optional[_Recording] = _Recording().__enter__() if graph is not None else None
         self.inst = Instrumentation(recorder, gpu=False, owned_generators=owned, guard_reads=True).start()
         session.changed()
 
@@ -53,11 +58,79 @@ class _Trace:
         if not self.inst.running:
             return
         self.inst.stop()
+        if self.recording is not None:
+            try:
+                self.recording.__exit__(None, None, None)
+            except Exception:  # a mode pushed by user code on top of ours; ours is gone anyway
+                pass
+            if exc is not None:
+                self.recording = None  # a failed capture replays nothing
         _depth[0] -= 1
         self.session.open.pop(id(self), None)
         error = None if exc is None else errors.first_line(exc)
         self.info = GraphInfo(self.site, self.kind, exc is None, time.perf_counter() - self.started, error=error)
         self.session.add_graph(self.info)
+
+
+# Operators with no kernel on a GPU: a graph's replay leaves their memory as it is.
+_NO_KERNEL = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})
+_RECORDED_MAX = 200_000  # operators kept for replay; a longer capture replays nothing
+
+
+class _Recording(TorchDispatchMode):
+    """The aten operators a captured region ran, with their arguments and results: what a
+    CUDA graph records, so that replay() can run them again on the CPU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[Any, tuple, dict, Any]] = []
+        self.complete = True
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if getattr(func, "namespace", None) == "aten" and func._opname not in _NO_KERNEL:
+            if len(self.calls) < _RECORDED_MAX:
+                self.calls.append((func, args, kwargs, out))
+            else:
+                self.complete = False
+        return out
+
+    def replay(self) -> Optional[str]:
+        """Run the recorded operators again, writing each result into the tensor the capture
+        got (later operators and the script read those); returns why it stopped, if it did."""
+        if not self.complete:
+            return f"the capture ran more than {_RECORDED_MAX} operators"
+        try:
+            from torch.utils._python_dispatch import _disable_current_modes
+        except ImportError:  # pragma: no cover - older torch
+            _disable_current_modes = contextlib.nullcontext
+        with _disable_current_modes(), torch.no_grad():
+            for func, args, kwargs, out in self.calls:
+                try:
+                    result = func(*args, **kwargs)
+                except Exception as exc:  # noqa: BLE001 - reported in the notes, the script goes on
+                    return f"aten.{func._opname} failed when run again ({errors.first_line(exc)})"
+                _write_back(out, result)
+        return None
+
+
+def _write_back(recorded: Any, result: Any) -> None:
+    """Copy a rerun operator's result into the tensor(s) the capture got, where they differ."""
+    if isinstance(recorded, (tuple, list)) and isinstance(result, (tuple, list)) and len(recorded) == len(result):
+        for old, new in zip(recorded, result):
+            _write_back(old, new)
+        return
+    if not (isinstance(recorded, torch.Tensor) and isinstance(result, torch.Tensor)) or recorded is result:
+        return
+    if recorded.shape != result.shape or recorded.dtype != result.dtype:
+        return  # a size decided by data: a graph cannot replay it either (the capture reports it)
+    try:
+        if recorded.untyped_storage().data_ptr() == result.untyped_storage().data_ptr():
+            return  # a view or an in-place result: already written
+        recorded.copy_(result)
+    except RuntimeError:  # storage-less or otherwise unwritable tensors: nothing a script reads
+        pass
 
 
 def _start(session: Session, kind: str, graph: Any = None) -> _Trace:
@@ -220,6 +293,13 @@ def install(session: Session) -> None:
             if self._inst is not None and self._inst.info is not None:
                 session.replayed_graph(self._inst.info)
             guards.check_replay(self._inst.inst if self._inst is not None else None, session)
+            recording = self._inst.recording if self._inst is not None else None
+            if recording is not None:
+                stopped = recording.replay()
+                if stopped is not None:
+                    self._inst.recording = None
+                    session.note(f"replay() of the capture at {self._inst.site} stopped computing on the CPU: {stopped}; "
+                                 "from then on its outputs kept their values")
 
         def reset(self) -> None: ...
         def pool(self) -> tuple:
