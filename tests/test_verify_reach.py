@@ -107,16 +107,17 @@ PACKAGE = {
                 with torch.cuda.graph(graphs[i]):
                     out = net(x) if i == 0 else ops.second_pass(x)
                     print("captured")
-            raw = torch.cuda.CUDAGraph()
-            raw.capture_begin()
-            y = ops.raw_step(x)
-            raw.capture_end()
+            raw, side = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+            with torch.cuda.stream(side):
+                raw.capture_begin()
+                y = ops.raw_step(x)
+                raw.capture_end()
         graphed = torch.cuda.make_graphed_callables(Block().cuda(), (torch.randn(2, 4, device="cuda"),))
         graphs[0].replay()
         ops.setup_only(x)
     """,
 }
-GRAPH_LINE, RAW_LINE, GRAPHED_LINE = 13, 17, 20
+GRAPH_LINE, RAW_LINE, GRAPHED_LINE = 13, 18, 21
 
 
 def write(root, files: dict[str, str]) -> None:

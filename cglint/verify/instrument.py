@@ -56,7 +56,7 @@ class Instrumentation:
         synchooks.activate(self)
         if self.guard_reads:
             self._collector = Collector(self.recorder).start()
-        self._reach = reach.begin(self)  # last on, first off: its profile function chains the host tracer's
+        self._reach = reach.begin(self)  # last on, first off: its trace function chains the collector's
         self.running = True
         return self
 

@@ -10,9 +10,10 @@ In the script's process (run.py), an instrumented capture opens a window (Instru
 and stop): while it is open, a hook on the capturing thread sees every function that starts.
 On Python 3.12+ that is a sys.monitoring tool with PY_START only, which turns itself off for
 each code object outside the project the first time it fires there; elsewhere (or when no tool
-id is free) a profile function chained with the one already set (the host tracer's), and
+id is free) a global trace function (called only as a frame starts, not for every builtin call
+as a profile function is) chained with the one already set (the guard collector's), and
 registered with torchmodes.own_hooks so that torch's own calls run without it, as they run
-without the host tracer. A project function seen for the first time, or by a shorter chain of
+without the collector. A project function seen for the first time, or by a shorter chain of
 project frames than before, is written to the event stream at once, so a run that ends by
 os._exit, a crash or a kill keeps what it saw; the supervising process collects those events
 and writes the file. Without --save-reach nothing here runs: `begin` returns at its first test.
@@ -195,11 +196,11 @@ class Window:
                 return self
         from cglint.verify import torchmodes  # imports torch: not in the supervising process
 
-        self._previous = sys.getprofile()
-        self._hook = self._profile if self._previous is None else self._chained
-        if not monitor.AVAILABLE:  # 3.12+: switching a profile function off and on costs more than it saves
+        self._previous = sys.gettrace()
+        self._hook = self._tracer(self._previous)
+        if not monitor.AVAILABLE:  # 3.12+: switching a trace function off and on costs more than it saves
             torchmodes.own_hooks.add(self._hook)
-        sys.setprofile(self._hook)
+        sys.settrace(self._hook)
         return self
 
     def stop(self) -> None:
@@ -211,8 +212,8 @@ class Window:
             return
         from cglint.verify import torchmodes
 
-        if sys.getprofile() == self._hook:
-            sys.setprofile(self._previous)
+        if sys.gettrace() == self._hook:
+            sys.settrace(self._previous)
         torchmodes.own_hooks.discard(self._hook)
         self._hook = self._previous = None
 
@@ -226,19 +227,30 @@ class Window:
             self._ran(sys._getframe(1), code, path)
         return None
 
-    def _chained(self, frame: FrameType, event: str, arg: Any) -> None:
-        self._previous(frame, event, arg)  # type: ignore[misc]
-        if event == "call":
-            self._profile(frame, event, arg)
+    def _tracer(self, previous: Optional[Callable[..., Any]]) -> Callable[..., Any]:
+        """A global trace function: Python calls it as each frame starts (a "call" event) and gives
+        the frame the local tracer it returns. Chained with `previous` (the guard collector's, whose
+        local tracer it returns). A closure: it runs for every frame of the capture."""
+        codes, function_path, ran = self.run.codes, self.run.function_path, self._ran
 
-    def _profile(self, frame: FrameType, event: str, arg: Any) -> None:
-        if event != "call":
-            return
-        code = frame.f_code
-        codes = self.run.codes
-        path = codes[code] if code in codes else self.run.function_path(code)
-        if path is not None:
-            self._ran(frame, code, path)
+        def trace(frame: FrameType, event: str, arg: Any) -> None:
+            code = frame.f_code
+            path = codes[code] if code in codes else function_path(code)
+            if path is not None:
+                ran(frame, code, path)
+
+        if previous is None:
+            return trace
+
+        def chained(frame: FrameType, event: str, arg: Any) -> Any:
+            local = previous(frame, event, arg)
+            code = frame.f_code
+            path = codes[code] if code in codes else function_path(code)
+            if path is not None:
+                ran(frame, code, path)
+            return local  # the previous tracer's for the frame's lines: this one needs none
+
+        return chained
 
     def _ran(self, frame: FrameType, code: CodeType, path: str) -> None:
         """A project function started: keep it with the shortest chain of project frames from the capture."""
@@ -246,6 +258,19 @@ class Window:
         if best == 1:
             return  # called from the capture site itself: no chain is shorter
         codes, run, site = self.run.codes, self.run, self.stop_frame
+        if best is not None:
+            # The nearest project frame that called it: its chain when it started was at least its
+            # best, so through it this call's chain is at least one more (most calls end here: a
+            # layer's helpers called again by every layer; walking whole stacks cost 20% of a capture).
+            caller = frame.f_back
+            while caller is not None and caller is not site:
+                c = caller.f_code
+                if (codes[c] if c in codes else run.function_path(c)) is not None:
+                    below = self.best.get(c)
+                    if below is not None and below + 1 >= best:
+                        return
+                    break
+                caller = caller.f_back
         chain: list[FrameType] = []
         caller = frame.f_back
         while caller is not None:
