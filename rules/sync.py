@@ -468,9 +468,14 @@ import torch
 def expand_tokens(x, counts, total):
     return torch.repeat_interleave(x, counts, dim=0, output_size=total)
 
+class GroupedAttention(torch.nn.Module):
+    def forward(self, k):  # each key head serves n_heads // n_kv_heads query heads
+        return torch.repeat_interleave(k, dim=2, repeats=self.n_heads // self.n_kv_heads)
+
 with torch.cuda.graph(g):
     out = expand_tokens(static_x, static_counts, 64)
     doubled = static_x.repeat_interleave(2, dim=0)
+    keys = GroupedAttention()(static_k)
 ''',
     )
 
@@ -488,7 +493,9 @@ with torch.cuda.graph(g):
         else:
             return
         if repeats is not None and not ctx.value(repeats).is_host:
-            if ctx.maybe_tensor(repeats):
+            # `self.num_heads // self.num_kv_heads`: arithmetic on no known tensor is a count.
+            counted = isinstance(repeats, cst.BinaryOperation) and not ctx.value(repeats).is_tensor
+            if ctx.maybe_tensor(repeats) and not counted:
                 yield node
 
 

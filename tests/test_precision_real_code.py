@@ -484,3 +484,163 @@ def test_cache_searched_with_for_else_is_filled_at_warmup(tmp_path):
         select=HOST,
     )
     assert codes_lines(found) == {("CG502", 18)}
+
+
+def test_in_place_writes_into_a_captured_tensor_rebind_nothing(tmp_path):
+    # mamba-ssm's generation.py: before each replay `inference_params.lengths_per_sample[:] =
+    # seqlen` writes into the tensor the graph reads; a captured `is not None` branch on it
+    # is not frozen. A step counter rebound in the same loop still is.
+    found = findings(
+        tmp_path,
+        {
+            "decode.py": """
+            import torch
+
+            class Params:
+                def __init__(self, lengths):
+                    self.lengths_per_sample = lengths
+                    self.step = 0
+
+            def attend(x, params):
+                if params.lengths_per_sample is not None:
+                    x = x + params.lengths_per_sample
+                if params.step > 0:
+                    x = x * 2
+                return x
+
+            def generate(x, lengths, steps):
+                params = Params(lengths)
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    out = attend(x, params)
+                for seqlen in range(steps):
+                    params.lengths_per_sample[:] = seqlen
+                    params.step = seqlen
+                    graph.replay()
+                return out
+            """,
+        },
+    )
+    assert codes_lines(f for f in found if f.code == "CG202") == {("CG202", 11)}
+
+
+def test_a_write_made_by_the_captured_call_itself_is_no_change_between_replays(tmp_path):
+    # Transformer Engine's quantized tensors: the captured forward calls a method that fills
+    # `_transpose` on a cache miss; nothing outside the capture calls it, so the branch on it
+    # sees the same value at capture and at every replay. A setter the loop calls still counts.
+    found = findings(
+        tmp_path,
+        {
+            "quant.py": """
+            import torch
+
+            class Workspace:
+                def __init__(self, data):
+                    self._data = data
+                    self._transpose = None
+                    self.scale = 1.0
+
+                def _create_transpose(self):
+                    self._transpose = torch.transpose_copy(self._data, 0, 1, out=self._transpose)
+
+                def set_scale(self, s):
+                    self.scale = s
+
+                def forward(self, x):
+                    if self._transpose is None:
+                        self._create_transpose()
+                    if self.scale > 1.0:
+                        x = x * 2
+                    return x @ self._transpose
+
+            def run(x, w, scales):
+                ws = Workspace(w)
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    y = ws.forward(x)
+                for s in scales:
+                    ws.set_scale(s)
+                    graph.replay()
+                return y
+            """,
+        },
+    )
+    assert codes_lines(f for f in found if f.code == "CG202") == {("CG202", 18)}
+
+
+def test_a_private_writer_counts_where_the_replay_loop_runs_it(tmp_path):
+    # The same private writer, run between replays through a public method, changes the state.
+    found = findings(
+        tmp_path,
+        {
+            "cursor.py": """
+            import torch
+
+            class Cursor:
+                def __init__(self):
+                    self.offset = 0
+
+                def _bump(self):
+                    self.offset += 1
+
+                def advance(self):
+                    self._bump()
+
+                def forward(self, x):
+                    if self.offset > 0:
+                        x = x * 2
+                    return x
+
+            def run(x, steps):
+                cursor = Cursor()
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    y = cursor.forward(x)
+                for _ in range(steps):
+                    cursor.advance()
+                    graph.replay()
+                return y
+            """,
+        },
+    )
+    assert codes_lines(f for f in found if f.code == "CG202") == {("CG202", 14)}
+
+
+def test_a_local_list_entry_written_between_replays_is_no_other_containers_entry(tmp_path):
+    # Real loops keep flags in one-element lists (`numerics_failed[0] = ...` after replay);
+    # a captured read of another container's `[0]` is not that entry. A named entry of a
+    # config dict the model keeps (`cfg["scale"]`) still is.
+    found = findings(
+        tmp_path,
+        {
+            "loop.py": """
+            import torch
+
+            class Head:
+                def __init__(self, cfg):
+                    self.coefs = [1.0, 0.5]
+                    self.cfg = cfg
+
+                def forward(self, x):
+                    if self.coefs[0] > 0.5:
+                        x = x * 2
+                    if self.cfg["scale"] > 1.0:
+                        x = x * 3
+                    return x
+
+            def run(x, steps):
+                cfg = {"scale": 1.0}
+                head = Head(cfg)
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    y = head.forward(x)
+                failed = [False]
+                for step in range(steps):
+                    cfg["scale"] = 1.0 + step
+                    graph.replay()
+                    failed[0] = bool(torch.isnan(y).any())
+                return y
+            """,
+        },
+    )
+    assert codes_lines(f for f in found if f.code == "CG202") == {("CG202", 11)}

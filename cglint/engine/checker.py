@@ -25,7 +25,7 @@ from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo
 from cglint.engine.phases import cached_on_first_use
 from cglint.engine.project import Project
 from cglint.engine.reach_graph import ReachGraph, marker_node
-from cglint.engine.replay_writes import ANY_CONTAINER, ANY_OWNER, ITEM, argument_keys, attribute_key, attribute_write_keys, item_keys, reachable, restored_state, writes_of
+from cglint.engine.replay_writes import ANY_CONTAINER, ANY_ITEM, ANY_OWNER, ITEM, argument_keys, attribute_key, attribute_write_keys, item_keys, reachable, restored_state, writes_of
 from cglint.engine.scope import Scope, initial_env
 from cglint.engine.state import StateFacts
 from cglint.engine.syntax import call_method, called_names, callee_name, calls_in, code_of, decorator_callee, descendants, dotted_name, identifiers, item_name
@@ -300,6 +300,7 @@ class Engine:
         return result
 
     def _start(self, capture: Capture) -> None:
+        self.reach_graph.walked.update(target.key for target in capture.targets)
         if capture.marker is not None and capture.function is not None:
             args = self._caller_objects(capture.function)
             self._push(Job(capture.function, args, capture, (capture.site,), capture.marker), ("marker", id(capture.marker)))
@@ -360,7 +361,14 @@ class Engine:
         """Remember names and attributes assigned outside regions (state that may change between replays)."""
         item = None
         if isinstance(target, cst.Subscript) and isinstance(target.value, (cst.Attribute, cst.Name)):
-            item, target = item_name(target), target.value  # `engine.opts["scale"] = s` changes what `self.opts` holds
+            container = evaluate(target.value, scope)
+            if container.is_tensor:
+                return  # `params.lengths[:] = n` writes into the tensor the graph reads: nothing is rebound
+            # `engine.opts["scale"] = s` changes what `self.opts` holds; a slice or a computed
+            # index of a container not known to be a host one changes some entry, not the binding
+            # (`inference_params.lengths_per_sample[:] = seqlen` of a tensor whose class is unknown).
+            item = item_name(target) or (None if container.is_host else ANY_ITEM)
+            target = target.value
         if code_of(target, 400) in restored_state(self.project, function):
             return  # saved, changed and put back before the function returns
         if isinstance(target, cst.Name):
@@ -373,7 +381,10 @@ class Engine:
             return
         # A container named by a variable is typically handed around (`Sampler(net, hp)` keeps
         # `self.hp = hp`): its entry is that entry of whatever container a capture read.
-        for key in item_keys(keys, item, shared=isinstance(target, cst.Name)):
+        # A variable's string-named entry is that entry of any container a capture read (models
+        # keep `self.cfg = cfg`); `shape[0] = n` of a local says nothing of another `x[0]`.
+        shared = isinstance(target, cst.Name) and item is not None and not item.startswith("[") and item != ANY_ITEM
+        for key in item_keys(keys, item, shared=shared):
             self._host_writes.setdefault(key, []).append((function, after_capture, statement))
 
     def note_host_call(self, caller: FunctionInfo, callees: list, call: cst.Call, env: dict, after_capture: bool) -> None:
@@ -826,7 +837,7 @@ def _matching(table: dict, key: tuple) -> list[tuple]:
     writes and the container's own."""
     if key[0] == ITEM:
         _, container, item = key
-        entries = [k for k in table if k[0] == ITEM and k[2] == item and (k[1] == ANY_CONTAINER or _matching({k[1]: None}, container))]
+        entries = [k for k in table if k[0] == ITEM and k[2] in (item, ANY_ITEM) and (k[1] == ANY_CONTAINER or _matching({k[1]: None}, container))]
         return entries + _matching(table, container)
     if key[0] == "attr" and key[2] == ANY_OWNER:
         return [k for k in table if k[:2] == key[:2]]

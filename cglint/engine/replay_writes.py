@@ -148,6 +148,7 @@ def _mode_key(receiver: str) -> str:
 ANY_OWNER = "*"
 _PARAM = "param"
 ITEM = "item"
+ANY_ITEM = "[*]"  # some entry, written through a slice or a computed index
 ANY_CONTAINER = ("*",)
 
 

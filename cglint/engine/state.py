@@ -71,6 +71,11 @@ def _stores_own_argument(write) -> bool:
     return is_call and isinstance(write.value, cst.Name) and write.value.value in params
 
 
+def _private(method: FunctionInfo) -> bool:
+    """`_create_transpose`, not `__call__` nor `set_scale`."""
+    return method.name.startswith("_") and not method.name.startswith("__")
+
+
 def _counts_up(write) -> bool:
     """`self.pos = self.pos + n`: a counter written as a plain assignment."""
     return write.value is not None and any(
@@ -268,6 +273,19 @@ class StateFacts:
         callee = evaluate(value.func, scope)
         return callee.kind == Kind.OBJECT and callee.is_class and bool(callee.targets) and all(isinstance(t, ClassInfo) for t in callee.targets)
 
+    def _called_between_replays(self, cls: ClassInfo, attr: str, reader: FunctionInfo) -> bool:
+        return self.engine.call_changing_between_replays(attribute_key(attr, cls.qualname), reader) is not None
+
+    def _runs_only_captured(self, method: FunctionInfo) -> bool:
+        """Whether `method` runs only inside captures: the walk from a capture reached it, and
+        every call of it the checked files make is in captured code too (Transformer Engine's
+        quantized tensors fill `_transpose` in a method the captured forward calls)."""
+        graph = self.engine.reach_graph
+        callers = [caller for caller, _ in self.engine.parameter_values.call_sites(method)]
+        if not graph.captured(method) and not callers:
+            return False
+        return all(graph.captured(caller) for caller in callers)
+
     def _runs(self, method: FunctionInfo, reader: FunctionInfo) -> bool:
         """Whether code is seen running `method`: it reads the state itself, or something calls it."""
         if method is reader or method.key == reader.key:
@@ -333,6 +351,13 @@ class StateFacts:
                 elif any_write or _is_toggle(write.value):
                     text = f"is reassigned in {write.method.qualname}()"
                 else:
+                    continue
+                if self._runs_only_captured(write.method):
+                    continue  # written once, at capture, by the captured call itself (CG505's concern)
+                if _private(write.method) and scope is not None and not self._called_between_replays(klass, attr, scope.function):
+                    # A private method is no API a user calls between replays: only the project's
+                    # own calls run it, and none is seen between replays (Transformer Engine's
+                    # `_create_columnwise()` of a quantized tensor).
                     continue
                 found.append(self._written(text, write.method, write.node, f"changes `{attr}`", scope))
         if len(found) > 1:  # asking which runs searches for calls: only where there is a choice
