@@ -190,6 +190,7 @@ class Engine:
 
     def run(self) -> list[RawHit]:
         """Phases 2 and 3, after discovery."""
+        self._replay_writes = None  # asked while discovering, it resolved calls without every module
         self._resolve_deferred()
         self._configured_captures(self._modules)
         for capture in list(self._captures.values()):
@@ -300,7 +301,6 @@ class Engine:
         return result
 
     def _start(self, capture: Capture) -> None:
-        self.reach_graph.walked.update(target.key for target in capture.targets)
         if capture.marker is not None and capture.function is not None:
             args = self._caller_objects(capture.function)
             self._push(Job(capture.function, args, capture, (capture.site,), capture.marker), ("marker", id(capture.marker)))
@@ -494,7 +494,8 @@ class Engine:
             if callees is None:
                 if named is not None and callee_name(call.func) not in (named, None):
                     continue
-                callees = evaluate(call.func, Scope(self.project, caller, env)).targets
+                # As the walk resolves calls: a module instance called runs its forward.
+                callees = [function for function, _ in Walker(self, caller, dict(env), Mode.DISCOVER).callees(call)]
             for function in callees:
                 # A constructor builds a new object: the captured one keeps its state.
                 if isinstance(function, FunctionInfo) and function.name not in ("__init__", "__post_init__"):
@@ -516,11 +517,25 @@ class Engine:
             self._constructions.setdefault(id(cls), []).append(args)
 
     def discover_calls_of(self, module: ModuleInfo, name: str) -> None:
-        """Walk the functions of `module` that name `name`, recording their calls (callers())."""
+        """Record (callers()) the calls spelled `name` in the functions of `module` that name it,
+        each resolved with the calling function's locals as it assigns them. A scan of its own,
+        not a discovery walk: a walk made while modules without a capture form were left out
+        would have resolved fewer calls, and the answer must not depend on what ran first."""
         functions = [f for f in module.all_functions() if name in self._identifiers(f)]
         for function in [module.body_function, *functions]:
-            env = {} if function is module.body_function else initial_env(self.project, function)
-            self._guarded(module, lambda: self.discover(function, env))
+            key = ("calls-of", function.key, name)
+            if key not in self._discovered:
+                self._discovered.add(key)
+                self._guarded(module, lambda: self._note_calls_named(function, name))
+
+    def _note_calls_named(self, function: FunctionInfo, name: str) -> None:
+        body = function is function.module.body_function
+        env = {} if body else dict(Scope(self.project, function).assigned(function).env)
+        walker = Walker(self, function, env, Mode.DISCOVER)
+        for call in calls_in(function.body):
+            if callee_name(call.func) == name:
+                for callee, _ in walker.callees(call):
+                    self.note_call(callee, function, call)
 
     def constructions(self, cls) -> list[dict[str, Value]]:
         """How `cls` is constructed anywhere in the checked files: the walks of the functions

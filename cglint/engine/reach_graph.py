@@ -22,15 +22,10 @@ class ReachGraph:
     def __init__(self) -> None:
         self._edges: dict[Hashable, dict[Hashable, tuple["FunctionInfo", "TraceStep"]]] = {}
         self._unfollowed: dict[Hashable, dict[int, tuple["ModuleInfo", "cst.Call", str]]] = {}
-        self.walked: set[Hashable] = set()  # every function followed from a capture so far
 
     def call(self, caller: Hashable, callee: "FunctionInfo", step: "TraceStep") -> None:
         self._edges.setdefault(caller, {}).setdefault(callee.key, (callee, step))
-        self.walked.add(callee.key)
 
-    def captured(self, function: "FunctionInfo") -> bool:
-        """Whether the walk so far reached `function` from a capture (it runs at capture)."""
-        return function.key in self.walked
 
     def unfollowed(self, caller: Hashable, module: "ModuleInfo", call: "cst.Call", why: str) -> None:
         self._unfollowed.setdefault(caller, {}).setdefault(id(call), (module, call, why))

@@ -276,16 +276,6 @@ class StateFacts:
     def _called_between_replays(self, cls: ClassInfo, attr: str, reader: FunctionInfo) -> bool:
         return self.engine.call_changing_between_replays(attribute_key(attr, cls.qualname), reader) is not None
 
-    def _runs_only_captured(self, method: FunctionInfo) -> bool:
-        """Whether `method` runs only inside captures: the walk from a capture reached it, and
-        every call of it the checked files make is in captured code too (Transformer Engine's
-        quantized tensors fill `_transpose` in a method the captured forward calls)."""
-        graph = self.engine.reach_graph
-        callers = [caller for caller, _ in self.engine.parameter_values.call_sites(method)]
-        if not graph.captured(method) and not callers:
-            return False
-        return all(graph.captured(caller) for caller in callers)
-
     def _runs(self, method: FunctionInfo, reader: FunctionInfo) -> bool:
         """Whether code is seen running `method`: it reads the state itself, or something calls it."""
         if method is reader or method.key == reader.key:
@@ -352,8 +342,6 @@ class StateFacts:
                     text = f"is reassigned in {write.method.qualname}()"
                 else:
                     continue
-                if self._runs_only_captured(write.method):
-                    continue  # written once, at capture, by the captured call itself (CG505's concern)
                 if _private(write.method) and scope is not None and not self._called_between_replays(klass, attr, scope.function):
                     # A private method is no API a user calls between replays: only the project's
                     # own calls run it, and none is seen between replays (Transformer Engine's
