@@ -379,3 +379,46 @@ def test_a_closure_made_by_a_factory_passed_to_the_base_class_is_followed(tmp_pa
         """,
     }
     assert by_file(findings(tmp_path, files), tmp_path) == {("serve/runner.py", "CG105", 6)}
+
+
+def test_values_unpacked_from_star_arguments_keep_their_kinds(tmp_path):
+    # A trainer captured through `train_step(*static_batch)`, whose loss masks by a boolean
+    # tensor, and a wrapper forwarding `*inputs` to the layer it wraps.
+    files = {
+        "train.py": """
+            import torch
+            from torch import nn
+
+            def masked_loss(logits, labels, mask):
+                return (logits[mask] - labels[mask]).pow(2).mean()
+
+            class Inner(nn.Module):
+                def forward(self, x, scale):
+                    return x.nonzero() if scale else x
+
+            class Wrapper(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.inner = Inner()
+
+                def forward(self, *inputs):
+                    return self.inner(*inputs)
+
+            class Trainer:
+                def __init__(self):
+                    self.net = Wrapper()
+
+                def train_step(self, *batch):
+                    x, labels, mask = batch
+                    return masked_loss(self.net(x, True), labels, mask)
+
+            def main():
+                trainer = Trainer()
+                x = torch.zeros(4, device="cuda")
+                static_batch = (x, torch.zeros(4, device="cuda"), x > 0)
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    loss = trainer.train_step(*static_batch)
+        """,
+    }
+    assert by_file(findings(tmp_path, files), tmp_path) == {("train.py", "CG106", 5), ("train.py", "CG105", 9)}

@@ -126,6 +126,19 @@ class FunctionInfo:
             return list(node.body.body)
         return list(node.body.body)  # a one-line `def f(): return x`
 
+    @property
+    def positional_params(self) -> list[str]:
+        """The names its positional arguments bind, in order (`self` included)."""
+        node = self._signature
+        return [] if isinstance(node, cst.Module) else [p.name.value for p in (*node.params.posonly_params, *node.params.params)]
+
+    @property
+    def star_param(self) -> Optional[str]:
+        """The name of its `*args` parameter, if it has one."""
+        node = self._signature
+        star = None if isinstance(node, cst.Module) else node.params.star_arg
+        return star.name.value if isinstance(star, cst.Param) else None
+
     def arguments(self, call: cst.Call, bound: bool) -> Iterator[tuple[str, cst.BaseExpression]]:
         """Each argument of `call` with the parameter it binds (`bound`: the call passes the
         first parameter itself: `self` of a method, `ctx` of an autograd op's forward)."""

@@ -353,6 +353,9 @@ def initial_env(project: Project, function: FunctionInfo, args: Optional[dict[st
             env[name] = declared  # left out of the call: it holds its default
         else:
             env[name] = _kind_only(declared)
+    star = function.star_param
+    if star is not None and args and star in args:
+        env[star] = args[star]  # `def train_step(self, *batch)`: the tuple of what the call passed
     return env
 
 

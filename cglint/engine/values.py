@@ -216,6 +216,9 @@ def _evaluate(expr: cst.BaseExpression, scope: "Scope") -> Value:
         elements = [evaluate(e.value, scope) for e in expr.elements if not isinstance(e, cst.StarredElement)]
         if all(v.is_host for v in elements):
             return Value(Kind.HOST, data=any(v.data for v in elements), const=_literal(expr))
+        if len(elements) == len(expr.elements) and not isinstance(expr, cst.Set):
+            # `static_batch = (x, y)`: unpacked into a call (`step(*static_batch)`) or indexed.
+            return Value(Kind.OBJECT, items=tuple(elements))
         return UNKNOWN
     if isinstance(expr, cst.Dict):
         # `{"scale": 1.0, "top_k": 50}`: options held on `self`, read by captured code.
@@ -548,6 +551,10 @@ def _attribute(expr: cst.Attribute, scope: "Scope") -> Value:
 
 def _subscript(expr: cst.Subscript, scope: "Scope") -> Value:
     base = evaluate(expr.value, scope)
+    if base.items and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
+        index = _literal(expr.slice[0].slice.value)
+        if isinstance(index, int) and -len(base.items) <= index < len(base.items):
+            return base.items[index]  # `batch[0]` of a tuple whose items are known
     if base.is_tensor:
         # Indexing with a mask or a data-sized index gives a data-sized result.
         data = base.data or any(_data_index(e, scope) for e in expr.slice)

@@ -673,7 +673,7 @@ class Walker:
         for function, bound in targets:
             # `Op.apply(x)` binds `x` to forward's second parameter, after autograd's `ctx`.
             bound = bound or self.engine.project.is_autograd_forward(function)
-            args = {name: evaluate(expr, self.scope) for name, expr in function.arguments(call, bound)}
+            args = self.call_arguments(function, call, bound)
             self.engine.enqueue(function, args, self.job, step)
         if not targets and self.scope.qualname(call.func) is not None:
             # An external function given a project callable will call it (checkpoint(fn, x), vmap(fn)).
@@ -683,6 +683,33 @@ class Walker:
             why = why_unfollowed(call, self.scope)
             if why is not None:
                 self.engine.reach_graph.unfollowed(self.job.node, self.function.module, call, why)
+
+    def call_arguments(self, function: FunctionInfo, call: cst.Call, bound: bool) -> dict[str, Value]:
+        """The values a call gives the callee's parameters: `*batch` unpacked where the tuple's
+        items are known (`trainer.train_step(*static_batch)`), and the positional values left
+        over as the tuple a `*args` parameter holds (`def forward(self, *inputs)`)."""
+        star = function.star_param
+        if star is None and not any(arg.star == "*" for arg in call.args):
+            return {name: evaluate(expr, self.scope) for name, expr in function.arguments(call, bound)}
+        names = function.positional_params
+        if bound and (function.is_method or function.name == "forward"):
+            names = names[1:]
+        positional: list[Value] = []
+        args: dict[str, Value] = {}
+        for arg in call.args:
+            if arg.keyword is not None:
+                args[arg.keyword.value] = evaluate(arg.value, self.scope)
+            elif arg.star == "*":
+                items = evaluate(arg.value, self.scope).items
+                if not items:
+                    return args  # positions past an unknown unpacking are unknown
+                positional.extend(items)
+            elif not arg.star:
+                positional.append(evaluate(arg.value, self.scope))
+        args.update(zip(names, positional))
+        if star is not None and len(positional) > len(names):
+            args[star] = Value(Kind.OBJECT, items=tuple(positional[len(names):]))
+        return args
 
     def follow_property(self, node: cst.Attribute) -> None:
         """Reading a `@property` (`self.num_tokens`) runs its function in the region."""
