@@ -12,6 +12,8 @@ import os
 import sys
 from typing import Any, Optional, TextIO
 
+from cglint import __version__
+
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT: cglint itself was stopped by Ctrl-C (the report is still written)
 OPTIONS_WITH_VALUE = ("--format", "--output-file", "--timeout", "--save-reach", "--reach-root")
@@ -185,7 +187,7 @@ def _save_reach(result: Any, path: Optional[str]) -> bool:
     from cglint.verify import reach
 
     try:
-        reach.save(path, reach.document(result.reach or {}, result.captures))
+        reach.save(path, reach.document(result.reach or {}, result.captures, __version__))
     except OSError as exc:
         print(f"cglint verify: cannot write {path}: {exc.strerror or exc}", file=_open_stream("stderr", 2))
         return False

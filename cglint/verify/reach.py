@@ -95,9 +95,9 @@ class Project:
 
 
 def _cglint_trees() -> list[str]:
-    import cglint
-
-    trees = [os.path.dirname(os.path.abspath(cglint.__file__))]
+    # The package is the folder above this module's (importing `cglint` here would close an
+    # import cycle through the package's lazy `verify`).
+    trees = [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
     try:
         import importlib.util
 
@@ -334,10 +334,10 @@ def _shown(path: str, cwd: str) -> str:
     return path if rel.startswith("..") else rel
 
 
-def document(collected: dict, captures: list[dict[str, Any]], cwd: Optional[str] = None) -> dict[str, Any]:
-    """The file's object: one entry per capture site, in the order the run first made them."""
-    from cglint import __version__
-
+def document(collected: dict, captures: list[dict[str, Any]], version: str, cwd: Optional[str] = None) -> dict[str, Any]:
+    """The file's object: one entry per capture site, in the order the run first made them
+    (`version`: cglint's, given by the command line: importing the package here would close an
+    import cycle through its lazy `verify`)."""
     cwd = cwd or os.getcwd()
     order: list[tuple[str, int, str]] = []
     for capture in captures:
@@ -354,7 +354,7 @@ def document(collected: dict, captures: list[dict[str, Any]], cwd: Optional[str]
         ]
         reached.sort(key=lambda r: (r["path"], r["line"], r["qualname"]))
         entries.append({"path": path, "line": line, "kind": kind, "reached": reached, "unresolved": []})
-    return {"version": __version__, "captures": entries}
+    return {"version": version, "captures": entries}
 
 
 def target_problem(path: str) -> Optional[str]:
