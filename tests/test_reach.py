@@ -422,3 +422,108 @@ def test_values_unpacked_from_star_arguments_keep_their_kinds(tmp_path):
         """,
     }
     assert by_file(findings(tmp_path, files), tmp_path) == {("train.py", "CG106", 5), ("train.py", "CG105", 9)}
+
+
+# Shapes from a fresh set of GPU-confirmed programs modelled on torchrl, Transformer Engine and
+# SGLang (each hazard below failed capture or replayed wrong on an H200 in its program).
+def test_star_constructors_graphed_tuples_run_once_and_dataclass_fields(tmp_path):
+    files = {
+        "policy.py": """
+            import random
+            import torch
+            from torch import nn
+
+            class Noise(nn.Module):
+                def forward(self, x):
+                    return x * random.uniform(0.7, 1.3)
+
+            class Sequential(nn.Module):
+                def __init__(self, *modules):
+                    super().__init__()
+                    self.module = nn.ModuleList(modules)
+
+                def forward(self, x):
+                    for m in self.module:
+                        x = m(x)
+                    return x
+
+            def main(x):
+                policy = Sequential(nn.Linear(4, 4), Noise())
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    y = policy(x)
+        """,
+        "layers.py": """
+            import torch
+            from torch import nn
+
+            class Layer(nn.Module):
+                def forward(self, x):
+                    print("act", x.amax())
+                    return x
+
+            def build(n):
+                return nn.ModuleList(Layer() for _ in range(n)).to("cuda")
+
+            def main(x):
+                layers = build(2)
+                graphed = torch.cuda.make_graphed_callables(tuple(layers), ((x,), (x,)))
+        """,
+        "runner.py": """
+            from dataclasses import dataclass
+            import torch
+
+            @dataclass
+            class Batch:
+                ids: torch.Tensor
+                mask: torch.Tensor
+
+            def top_logprobs(logits, batch: Batch):
+                return logits[batch.mask]
+
+            class Runner:
+                def __init__(self, model):
+                    self.model = model
+                    self.mask = torch.zeros(8, dtype=torch.bool, device="cuda")
+                    self.ids = torch.zeros(8, dtype=torch.long, device="cuda")
+
+                def capture_one(self, bs):
+                    batch = Batch(self.ids[:bs], self.mask[:bs])
+
+                    def run_once():
+                        return top_logprobs(self.model(batch.ids), batch)
+
+                    graph = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(graph):
+                        out = run_once()
+                    return graph, out
+        """,
+    }
+    assert by_file(findings(tmp_path, files), tmp_path) == {
+        ("policy.py", "CG301", 7),  # host RNG in a module held by a *modules constructor
+        ("layers.py", "CG103", 6),  # print of a tensor in layers graphed as tuple(layers)
+        ("runner.py", "CG106", 10),  # a bool mask held in a dataclass, captured through run_once()
+    }
+
+
+def test_a_partial_keeps_the_arguments_it_binds(tmp_path):
+    # transformers-style decode: the step is partial(decode_step, scores=None); the branch
+    # on `scores` is ruled out by the bound None, so its `.item()` is not captured code.
+    files = {
+        "gen.py": """
+            from functools import partial
+            import torch
+
+            def decode_step(x, scale, check=None):
+                if check is not None:
+                    check(x.sum().item())
+                return x * scale.amax().item()
+
+            def main(x, scale):
+                step = partial(decode_step, scale=scale, check=None)
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    y = step(x)
+        """,
+    }
+    assert by_file(findings(tmp_path, files), tmp_path) == {("gen.py", "CG101", 7)}

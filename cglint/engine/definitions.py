@@ -378,3 +378,18 @@ def self_attr(target: cst.BaseExpression, self_name: str) -> Optional[str]:
         if target.value.value == self_name:
             return target.attr.value
     return None
+
+
+def dataclass_fields(cls: ClassInfo) -> list[str]:
+    """The fields of a `@dataclass` (annotated names of its body, in order); [] for other classes."""
+    node = cls.node
+    if not any((dotted_name(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator) or "").endswith("dataclass") for d in node.decorators):
+        return []
+    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
+    return [
+        statement.target.value
+        for line in body if isinstance(line, cst.SimpleStatementLine)
+        for statement in line.body
+        if isinstance(statement, cst.AnnAssign) and isinstance(statement.target, cst.Name)
+        and "ClassVar" not in cst.Module([]).code_for_node(statement.annotation.annotation)
+    ]

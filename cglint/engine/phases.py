@@ -200,11 +200,17 @@ def _fills_in_callee(call: cst.Call, test: StateTest, callees: Callees, depth: i
     return False
 
 
+# `run_once()` runs a step one time, each time it is called (SGLang's captured forward is
+# `def run_once(): return self.model.forward(...)`): it is no init-once function.
+_RUNNING_VERBS = frozenset({"run", "step", "forward", "call", "execute", "do", "decode", "apply"})
+
+
 def cached_on_first_use(function: FunctionInfo) -> bool:
     """Decorated with a cache (`@functools.lru_cache`, `@cache_once`), or named to run once
     (`_init_jit_cuda_arch_once()`): warmup ran it, and at capture it returns early or its
     result comes from the cache."""
-    if "once" in function.name.lower().split("_"):
+    words = function.name.lower().strip("_").split("_")
+    if "once" in words and words[0] not in _RUNNING_VERBS:
         return True
     for decorator in function.decorators:
         name = dotted_name(decorator_callee(decorator)) or ""

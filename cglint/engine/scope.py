@@ -9,7 +9,7 @@ import libcst as cst
 from cglint.engine.syntax import descendants, dotted_name
 
 from cglint.engine.api import tables
-from cglint.engine.definitions import AttrWrite, ClassInfo, FunctionInfo, ModuleInfo
+from cglint.engine.definitions import AttrWrite, ClassInfo, FunctionInfo, ModuleInfo, dataclass_fields
 from cglint.engine.project import Project
 from cglint.engine.values import FALSE, HOST, NONE, PY_NONE, TENSOR, TRUE, UNKNOWN, Kind, Value, evaluate, instance_of, join, literal_value
 
@@ -176,6 +176,12 @@ class Scope:
             declared = _class_level(klass, attr)  # a dataclass field's default, a class constant
             if declared is not None:
                 value = declared if value is None else join(value, declared)
+            if attr in dataclass_fields(klass):  # what the constructions pass (`ForwardBatch(ids, mask=m)`)
+                passed = [args[attr] for args in self.project.constructions(klass) if attr in args]
+                known = [v for v in passed if v.kind != Kind.UNKNOWN]
+                if known and len(known) == len(passed):
+                    for current in known:
+                        value = current if value is None else join(value, current)
             for write in klass.attr_writes(attr):
                 if write.augmented:
                     continue  # `self.step += 1` keeps the kind the plain assignments give it
@@ -189,7 +195,7 @@ class Scope:
                     if not current.targets and _is_parameter(write.value, write.method):
                         # `self.model = model` in __init__: what the constructor's callers pass.
                         current = self._from_constructions(klass, write.method, write.value.value, current)  # type: ignore[union-attr]
-                    elif current.kind == Kind.UNKNOWN and write.method.name == "__init__" and self._built(klass, write).targets:
+                    elif not current.targets and current.kind in (Kind.UNKNOWN, Kind.OBJECT) and write.method.name == "__init__" and self._built(klass, write).targets:
                         # `self.mixer = mixer_cls(dim)`, `self.norm = norm_cls(d)` of a local
                         # picked by a branch: with what the callers pass and the locals assigned.
                         current = self._built(klass, write)
@@ -211,14 +217,16 @@ class Scope:
 
         def build() -> "Scope":
             objects = {}
-            for param in init.params[1:]:
-                value = self._from_constructions(cls, init, param.name.value, UNKNOWN)
-                if value.kind == Kind.OBJECT and value.targets:
-                    objects[param.name.value] = value
-                elif param.default is not None:  # `dropout_cls=nn.Dropout`, when no caller passes one
-                    default = evaluate(param.default, Scope(self.project, init))
-                    if default.kind == Kind.OBJECT:
-                        objects[param.name.value] = default
+            star = [init.star_param] if init.star_param else []
+            for param in [p.name.value for p in init.params[1:]] + star:
+                value = self._from_constructions(cls, init, param, UNKNOWN)
+                default = next((p.default for p in init.params if p.name.value == param), None)
+                if value.kind == Kind.OBJECT and (value.targets or value.items):
+                    objects[param] = value
+                elif default is not None:  # `dropout_cls=nn.Dropout`, when no caller passes one
+                    default_value = evaluate(default, Scope(self.project, init))
+                    if default_value.kind == Kind.OBJECT:
+                        objects[param] = default_value
             return function_values(self.project, init, objects)[0]
 
         return self.project.cached(("constructed", id(cls), init.key), build, Scope(self.project, init))  # type: ignore[return-value]
@@ -231,7 +239,7 @@ class Scope:
         default = literal_value(param_node.default) if param_node is not None and param_node.default is not None else None
         values = [args.get(param, default) for args in self.project.constructions(cls)]
         known = [v for v in values if v is not None]
-        chosen = [v for v in known if v.targets or v.tag]
+        chosen = [v for v in known if v.targets or v.tag or v.items]
         if not chosen and known and len(known) == len(values) and all(v.is_host for v in known):
             chosen = known
         if not chosen:

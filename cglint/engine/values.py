@@ -55,6 +55,8 @@ class Value:
     origin: Optional[Origin] = field(default=None, compare=False)
     const: Any = None  # the Python constant a value is known to hold (PY_NONE for None); None: not known
     items: tuple = ()  # the values of a tuple a project function returns (`return step, set_scale`)
+    # The arguments a `functools.partial` binds: (positional values, ((keyword, value), ...)).
+    bound: tuple = field(default=(), compare=False)
 
     @property
     def is_tensor(self) -> bool:
@@ -558,7 +560,7 @@ def _subscript(expr: cst.Subscript, scope: "Scope") -> Value:
     if base.is_tensor:
         # Indexing with a mask or a data-sized index gives a data-sized result.
         data = base.data or any(_data_index(e, scope) for e in expr.slice)
-        return Value(base.kind, base.random, data=data)
+        return Value(base.kind, base.random, tag=MASK if base.tag == MASK else "", data=data)  # a mask's slice is a mask
     if base.kind == Kind.OBJECT and base.tag == "module_container":
         return Value(Kind.OBJECT, targets=base.targets)
     if base.kind in (Kind.HOST, Kind.NUMPY):
@@ -633,8 +635,18 @@ def _call_qualified(call: cst.Call, qualified: str, scope: "Scope") -> Value:
             wrapped = evaluate(positional(call)[0], scope)
             targets = wrapped.targets if wrapped.kind == Kind.OBJECT and not wrapped.is_class else ()
         return Value(Kind.OBJECT, tag=tag, targets=targets, origin=Origin(call, qualified, scope.function))
-    if (qualified in t.values.copies or qualified in t.values.partials) and positional(call):
-        return evaluate(positional(call)[0], scope)  # partial(MHA, ...) is called like MHA
+    if qualified in t.values.partials and positional(call):
+        # `partial(decode_step, model, scores=scores)` is called like decode_step, with these first.
+        wrapped = evaluate(positional(call)[0], scope)
+        given = tuple(evaluate(a, scope) for a in positional(call)[1:])
+        named = tuple((a.keyword.value, evaluate(a.value, scope)) for a in call.args if a.keyword is not None)
+        return replace(wrapped, bound=(given, named)) if wrapped.targets else wrapped
+    if qualified in t.values.copies and positional(call):
+        return evaluate(positional(call)[0], scope)
+    if qualified in ("tuple", "list") and len(positional(call)) == 1:
+        held = evaluate(positional(call)[0], scope)
+        if held.kind == Kind.OBJECT and (held.targets or held.items):  # `tuple(layers)` of a ModuleList
+            return held
     definition = scope.project.resolve(qualified, scope.module)
     if isinstance(definition, ClassInfo):
         return Value(Kind.OBJECT, targets=(definition,), tag=scope.class_tag(definition))
@@ -662,7 +674,10 @@ def _call_qualified(call: cst.Call, qualified: str, scope: "Scope") -> Value:
     if qualified.startswith("numpy."):
         return Value(Kind.NUMPY)
     if qualified in t.factories.creation:
-        return _factory(call, qualified, scope)
+        made = _factory(call, qualified, scope)
+        dtype = keyword(call, "dtype")
+        # `torch.zeros(bs, dtype=torch.bool)`: a mask, which indexing counts on the host.
+        return replace(made, tag=MASK) if made.is_tensor and dtype is not None and scope.qualname(dtype) == "torch.bool" else made
     if qualified in t.values.tensor_classes:
         return TENSOR  # nn.Parameter(torch.zeros(n)): a tensor, whatever its capitalised name says
     if qualified.startswith("torch."):
@@ -807,4 +822,5 @@ def _contained_modules(call: cst.Call, scope: "Scope") -> tuple:
             value = evaluate(element, scope)
             if value.kind == Kind.OBJECT and not value.is_class:
                 found.extend(value.targets)
+                found.extend(t for item in value.items for t in item.targets)  # `nn.ModuleList(modules)` of `*modules`
     return tuple(dict.fromkeys(t for t in found if isinstance(t, ClassInfo)))

@@ -24,7 +24,7 @@ from cglint.engine import captures
 from cglint.engine.api import tables
 from cglint.engine.captures import CaptureKind
 from cglint.engine.context import Context
-from cglint.engine.definitions import ClassInfo, FunctionInfo, self_attr
+from cglint.engine.definitions import ClassInfo, FunctionInfo, dataclass_fields, self_attr
 from cglint.engine.scope import Scope, config_field, config_parameter
 from cglint.engine.phases import ends_with, fills_searched_cache, initializes_once, returns_once_filled, suite_body
 from cglint.engine.syntax import (SCOPES, assigned_names, call_method, callee_name, children, code_of, dotted_name,
@@ -493,11 +493,16 @@ class Walker:
                 self.engine.defer(self.function, self.initial_env)
             if (call_method(node) or (None, ""))[1] in ("train", "eval"):
                 self.engine.note_mode_switch(self.function, self.after_capture)
+        self.note_dataclass_construction(node)
         for function, bound in callees:
             if not self.in_region:
                 self.pass_replaying_arguments(function, node, bound)
             if function.name == "__init__" and function.cls is not None:
                 args = {name: self.construction_argument(expr) for name, expr in function.arguments(node, bound)}
+                star = function.star_param
+                surplus = [a.value for a in node.args if not a.star and a.keyword is None][len(function.positional_params) - 1:]
+                if star is not None and surplus:  # `Sequential(Actor(...), Noise(...))` into `*modules`
+                    args[star] = Value(Kind.OBJECT, items=tuple(self.construction_argument(e) for e in surplus))
                 self.engine.note_construction(function.cls, args)
             self.engine.note_call(function, self.function, node)
             if not self.engine.may_capture(function):
@@ -561,6 +566,21 @@ class Walker:
             self.engine.note_compiled_names(
                 w.attr for w in function.self_writes() if isinstance(w.value, cst.Name) and w.value.value in replaying
             )
+
+    def note_dataclass_construction(self, call: cst.Call) -> None:
+        """`ForwardBatch(ids, pos, lens, mask)` of a dataclass: its fields, in declaration
+        order, get the arguments, as a constructor's parameters would."""
+        qualified = self.scope.qualname(call.func)
+        cls = self.engine.project.resolve(qualified, self.function.module) if qualified else None
+        if not isinstance(cls, ClassInfo) or not dataclass_fields(cls) or self.engine.project.method(cls, "__init__"):
+            return
+        fields = dataclass_fields(cls)
+        args: dict[str, Value] = {}
+        for index, arg in enumerate(a for a in call.args if not a.star and a.keyword is None):
+            if index < len(fields):
+                args[fields[index]] = self.construction_argument(arg.value)
+        args.update((a.keyword.value, self.construction_argument(a.value)) for a in call.args if a.keyword is not None)
+        self.engine.note_construction(cls, args)
 
     def construction_argument(self, expr: cst.BaseExpression) -> Value:
         """What a constructor is given: `DynamicLossScaler(cfg.init_scale)` passes a number
@@ -670,10 +690,11 @@ class Walker:
         assert self.job is not None
         targets = self.callees(call)
         step = captures.site(self.function.module, call)
+        partial = evaluate(call.func, self.scope).bound if targets else ()
         for function, bound in targets:
             # `Op.apply(x)` binds `x` to forward's second parameter, after autograd's `ctx`.
             bound = bound or self.engine.project.is_autograd_forward(function)
-            args = self.call_arguments(function, call, bound)
+            args = self.call_arguments(function, call, bound, partial)
             self.engine.enqueue(function, args, self.job, step)
         if not targets and self.scope.qualname(call.func) is not None:
             # An external function given a project callable will call it (checkpoint(fn, x), vmap(fn)).
@@ -684,18 +705,19 @@ class Walker:
             if why is not None:
                 self.engine.reach_graph.unfollowed(self.job.node, self.function.module, call, why)
 
-    def call_arguments(self, function: FunctionInfo, call: cst.Call, bound: bool) -> dict[str, Value]:
+    def call_arguments(self, function: FunctionInfo, call: cst.Call, bound: bool, partial: tuple = ()) -> dict[str, Value]:
         """The values a call gives the callee's parameters: `*batch` unpacked where the tuple's
-        items are known (`trainer.train_step(*static_batch)`), and the positional values left
-        over as the tuple a `*args` parameter holds (`def forward(self, *inputs)`)."""
+        items are known (`trainer.train_step(*static_batch)`), the positional values left over
+        as the tuple a `*args` parameter holds (`def forward(self, *inputs)`), and what a
+        `functools.partial` bound first (`partial(decode_step, model, scores=scores)`)."""
         star = function.star_param
-        if star is None and not any(arg.star == "*" for arg in call.args):
+        if star is None and not partial and not any(arg.star == "*" for arg in call.args):
             return {name: evaluate(expr, self.scope) for name, expr in function.arguments(call, bound)}
         names = function.positional_params
         if bound and (function.is_method or function.name == "forward"):
             names = names[1:]
-        positional: list[Value] = []
-        args: dict[str, Value] = {}
+        positional: list[Value] = list(partial[0]) if partial else []
+        args: dict[str, Value] = dict(partial[1]) if partial else {}
         for arg in call.args:
             if arg.keyword is not None:
                 args[arg.keyword.value] = evaluate(arg.value, self.scope)
