@@ -245,3 +245,36 @@ def test_layers_unpacked_from_enumerate_and_zip_are_followed():
         out = Net()(static_x, [None, None])
     """
     assert found(source) == {("CG105", 6)}
+
+
+def test_an_isinstance_test_for_a_host_type_is_false_for_a_known_tensor():
+    # Transformer Engine's checkpoint(function, *args): a backward-compatible branch takes its
+    # flags from `args` only `if isinstance(args[0], bool)`; the captured call passes tensors,
+    # so the flag stays False and the checkpointed block gets the tensors.
+    source = """
+    import torch
+
+    class _Ckpt(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, run_function, distribute, *args):
+            if distribute:
+                args = args[1:]
+            return run_function(*args)
+
+    def checkpoint(function, *args, **kwargs):
+        distribute = kwargs.pop("distribute", False)
+        if len(args) > 3 and isinstance(args[0], bool) and callable(args[1]):
+            distribute = args[0]
+            args = args[3:]
+        return _Ckpt.apply(function, distribute, *args)
+
+    def block(x, y):
+        return x + y.sum().item()
+
+    x = torch.zeros(4, device="cuda")
+    y = torch.zeros(4, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = checkpoint(block, x, y, x, y)
+    """
+    assert found(source) == {("CG101", 18)}

@@ -359,6 +359,8 @@ def _is_tensor_check(call: cst.Call, scope: "Scope") -> Optional[bool]:
     Python number (False): NeMo's `_pred_step(label)` takes either, and the capture passes a
     tensor, so its integer branch never runs captured."""
     args = [a.value for a in call.args]
+    if len(args) == 2 and scope.qualname(args[1]) in _HOST_TYPES and evaluate(args[0], scope).is_tensor:
+        return False  # `isinstance(args[0], bool)` of a tensor (Transformer Engine's checkpoint)
     if len(args) != 2 or scope.qualname(args[1]) not in tables().values.tensor_classes:
         return None
     value = evaluate(args[0], scope)
@@ -367,6 +369,9 @@ def _is_tensor_check(call: cst.Call, scope: "Scope") -> Optional[bool]:
     if value.kind == Kind.HOST and value.const is not None:
         return False
     return None
+
+
+_HOST_TYPES = frozenset({"bool", "int", "float", "str", "bytes", "list", "tuple", "dict", "set"})
 
 
 def returned_closures(function: FunctionInfo, project) -> Value:
