@@ -139,12 +139,16 @@ class FunctionInfo:
         star = None if isinstance(node, cst.Module) else node.params.star_arg
         return star.name.value if isinstance(star, cst.Param) else None
 
-    def arguments(self, call: cst.Call, bound: bool) -> Iterator[tuple[str, cst.BaseExpression]]:
-        """Each argument of `call` with the parameter it binds (`bound`: the call passes the
-        first parameter itself: `self` of a method, `ctx` of an autograd op's forward)."""
-        params = [p.name.value for p in self.params]
-        if bound and (self.is_method or self.name == "forward"):
-            params = params[1:]
+    def bound_names(self, bound: bool, passes_first: bool = False) -> list[str]:
+        """The parameters a call's positional arguments bind, in order: after `self` where the
+        call is `bound` (a method called on an object), after the first where the caller passes
+        it itself (`passes_first`: autograd's `ctx`, which `Op.apply(x)` supplies)."""
+        names = self.positional_params
+        return names[1:] if (bound and self.is_method) or passes_first else names
+
+    def arguments(self, call: cst.Call, bound: bool, passes_first: bool = False) -> Iterator[tuple[str, cst.BaseExpression]]:
+        """Each argument of `call` with the parameter it binds (bound_names)."""
+        params = self.bound_names(bound, passes_first)
         position = 0
         for arg in call.args:
             if arg.star:

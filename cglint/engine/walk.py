@@ -572,9 +572,9 @@ class Walker:
         order, get the arguments, as a constructor's parameters would."""
         qualified = self.scope.qualname(call.func)
         cls = self.engine.project.resolve(qualified, self.function.module) if qualified else None
-        if not isinstance(cls, ClassInfo) or not dataclass_fields(cls) or self.engine.project.method(cls, "__init__"):
+        fields = dataclass_fields(cls) if isinstance(cls, ClassInfo) else []
+        if not fields or self.engine.project.method(cls, "__init__"):  # type: ignore[arg-type]
             return
-        fields = dataclass_fields(cls)
         args: dict[str, Value] = {}
         for index, arg in enumerate(a for a in call.args if not a.star and a.keyword is None):
             if index < len(fields):
@@ -693,8 +693,8 @@ class Walker:
         partial = evaluate(call.func, self.scope).bound if targets else ()
         for function, bound in targets:
             # `Op.apply(x)` binds `x` to forward's second parameter, after autograd's `ctx`.
-            bound = bound or self.engine.project.is_autograd_forward(function)
-            args = self.call_arguments(function, call, bound, partial)
+            ctx = self.engine.project.is_autograd_forward(function)
+            args = self.call_arguments(function, call, bound, partial, ctx)
             self.engine.enqueue(function, args, self.job, step)
         if not targets and self.scope.qualname(call.func) is not None:
             # An external function given a project callable will call it (checkpoint(fn, x), vmap(fn)).
@@ -705,17 +705,15 @@ class Walker:
             if why is not None:
                 self.engine.reach_graph.unfollowed(self.job.node, self.function.module, call, why)
 
-    def call_arguments(self, function: FunctionInfo, call: cst.Call, bound: bool, partial: tuple = ()) -> dict[str, Value]:
+    def call_arguments(self, function: FunctionInfo, call: cst.Call, bound: bool, partial: tuple = (), passes_first: bool = False) -> dict[str, Value]:
         """The values a call gives the callee's parameters: `*batch` unpacked where the tuple's
         items are known (`trainer.train_step(*static_batch)`), the positional values left over
         as the tuple a `*args` parameter holds (`def forward(self, *inputs)`), and what a
         `functools.partial` bound first (`partial(decode_step, model, scores=scores)`)."""
         star = function.star_param
         if star is None and not partial and not any(arg.star == "*" for arg in call.args):
-            return {name: evaluate(expr, self.scope) for name, expr in function.arguments(call, bound)}
-        names = function.positional_params
-        if bound and (function.is_method or function.name == "forward"):
-            names = names[1:]
+            return {name: evaluate(expr, self.scope) for name, expr in function.arguments(call, bound, passes_first)}
+        names = function.bound_names(bound, passes_first)
         positional: list[Value] = list(partial[0]) if partial else []
         args: dict[str, Value] = dict(partial[1]) if partial else {}
         for arg in call.args:
