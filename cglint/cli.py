@@ -149,7 +149,10 @@ def run_reach(args: argparse.Namespace) -> int:
     paths, config, selection = _configured(args)
     result = check_paths(paths, config, selection, force_exclude=args.force_exclude, reach=True)
     with _output(args.output_file) as stream:
-        (reach.write_json if args.format == "json" else reach.write_text)(result.reach, stream)
+        if args.format == "json":
+            reach.write_json(result.reach, stream, __version__)
+        else:
+            reach.write_text(result.reach, stream)
     return EXIT_CLEAN
 
 

@@ -10,8 +10,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from cglint import __version__
-
 
 @dataclass(frozen=True)
 class Reached:
@@ -67,12 +65,14 @@ class Coverage:
         return cls(int(data["captures"]), int(data["functions"]), int(data["unresolved"]))
 
 
-def as_json(captures: list[CaptureReach]) -> dict[str, Any]:
-    return {"version": __version__, "captures": [c.to_json() for c in captures]}
+def as_json(captures: list[CaptureReach], version: str) -> dict[str, Any]:
+    """`version` is cglint's, given by the caller: the verifier builds this object too, and
+    importing the package from there would close an import cycle through its lazy `verify`."""
+    return {"version": version, "captures": [c.to_json() for c in captures]}
 
 
-def write_json(captures: list[CaptureReach], stream: TextIO) -> None:
-    json.dump(as_json(captures), stream, indent=2)
+def write_json(captures: list[CaptureReach], stream: TextIO, version: str) -> None:
+    json.dump(as_json(captures, version), stream, indent=2)
     stream.write("\n")
 
 

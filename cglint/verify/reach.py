@@ -335,9 +335,10 @@ def _shown(path: str, cwd: str) -> str:
 
 
 def document(collected: dict, captures: list[dict[str, Any]], version: str, cwd: Optional[str] = None) -> dict[str, Any]:
-    """The file's object: one entry per capture site, in the order the run first made them
-    (`version`: cglint's, given by the command line: importing the package here would close an
-    import cycle through its lazy `verify`)."""
+    """The file's object, in `cglint reach --format json`'s shape (cglint.reach): one entry per
+    capture site, in the order the run first made them."""
+    from cglint.reach import CaptureReach, Reached, as_json
+
     cwd = cwd or os.getcwd()
     order: list[tuple[str, int, str]] = []
     for capture in captures:
@@ -348,13 +349,12 @@ def document(collected: dict, captures: list[dict[str, Any]], version: str, cwd:
     entries = []
     for path, line, kind in order:
         reached = [
-            {"path": _shown(fpath, cwd), "qualname": name, "line": first,
-             "via": [f"{_shown(p, cwd)}:{n} {q}" for p, n, q in via]}
+            Reached(_shown(fpath, cwd), name, first, tuple(f"{_shown(p, cwd)}:{n} {q}" for p, n, q in via))
             for (fpath, first, name), via in collected.get((path, line, kind), {}).items()
         ]
-        reached.sort(key=lambda r: (r["path"], r["line"], r["qualname"]))
-        entries.append({"path": path, "line": line, "kind": kind, "reached": reached, "unresolved": []})
-    return {"version": version, "captures": entries}
+        reached.sort(key=lambda r: (r.path, r.line, r.qualname))
+        entries.append(CaptureReach(path, line, kind, reached))
+    return as_json(entries, version)
 
 
 def target_problem(path: str) -> Optional[str]:
