@@ -157,3 +157,35 @@ def test_an_empty_folder_says_nothing_was_checked(tmp_path, monkeypatch, capsys)
     monkeypatch.chdir(tmp_path)
     assert main(["check", "--no-cache", "."]) == 0
     assert capsys.readouterr().out.strip() == "No Python files found: nothing was checked."
+
+
+def test_a_library_class_under_a_module_alias_is_no_unfollowed_call(tmp_path, monkeypatch, capsys):
+    # gpt-fast writes `RMSNorm = nn.RMSNorm`, then `self.norm = RMSNorm(dim)`: torch's module,
+    # not project code the checker failed to follow.
+    write_project(tmp_path, {
+        "net.py": """
+            import torch
+            from torch import nn
+
+            RMSNorm = nn.RMSNorm
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.norm = RMSNorm(8)
+
+                def forward(self, x):
+                    return self.norm(x)
+
+            def main(x):
+                net = Net()
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    y = net(x)
+        """,
+    })
+    monkeypatch.chdir(tmp_path)
+    assert main(["reach", "--format", "json", "net.py"]) == 0
+    [capture] = json.loads(capsys.readouterr().out)["captures"]
+    assert [r["qualname"] for r in capture["reached"]] == ["Net.forward"]
+    assert capture["unresolved"] == []

@@ -602,6 +602,8 @@ def _call(call: cst.Call, scope: "Scope") -> Value:
         receiver, name = method
         return _call_method(call, evaluate(receiver, scope), name, scope)
     callee = evaluate(call.func, scope)
+    if callee.kind == Kind.OBJECT and callee.qualname and not callee.targets:
+        return _call_qualified(call, callee.qualname, scope)  # `RMSNorm = nn.RMSNorm`, then `RMSNorm(dim)`
     if callee.kind == Kind.OBJECT:
         if callee.is_class:
             return Value(Kind.OBJECT, targets=callee.targets)
