@@ -197,10 +197,14 @@ torch.save(static_out, "out.pt")
 
 
 def _outlives_call(target: cst.BaseExpression, ctx) -> bool:
-    """`self.x` or a module global: state that outlives the call (a local list does not)."""
+    """`self.x` or a module global: state that outlives the call (a local list does not, nor
+    the state a constructor gives the object it builds: built in captured code, the object is
+    the capture's own, as transient as a local)."""
     if isinstance(target, cst.Attribute):
         base = target.value
-        return isinstance(base, cst.Name) and bool(ctx.function.params) and ctx.function.is_method and base.value == ctx.function.params[0].name.value
+        function = ctx.function
+        return (isinstance(base, cst.Name) and bool(function.params) and function.is_method
+                and base.value == function.params[0].name.value and function.name != "__init__")
     if isinstance(target, cst.Name):
         return not ctx.is_local(target.value) or ctx.declared_global(target.value)
     return False

@@ -53,7 +53,8 @@ class ParameterValues:
             return {}
         found: dict[str, Value] = {}
         for caller, call in self._call_sites(function):
-            bound = function.is_method and isinstance(call.func, cst.Attribute)
+            # `obj.method(x)` and `Cls(x)` (running `__init__`) pass self themselves.
+            bound = function.is_method and (isinstance(call.func, cst.Attribute) or function.name == "__init__")
             for name, expr in function.arguments(call, bound):
                 value = self._argument(caller, expr, depth)
                 if value is not None:

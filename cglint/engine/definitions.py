@@ -139,6 +139,18 @@ class FunctionInfo:
         star = None if isinstance(node, cst.Module) else node.params.star_arg
         return star.name.value if isinstance(star, cst.Param) else None
 
+    @property
+    def keyword_only_params(self) -> list[str]:
+        node = self._signature
+        return [] if isinstance(node, cst.Module) else [p.name.value for p in node.params.kwonly_params]
+
+    @property
+    def kwargs_param(self) -> Optional[str]:
+        """The name of its `**kwargs` parameter, if it has one."""
+        node = self._signature
+        star = None if isinstance(node, cst.Module) else node.params.star_kwarg
+        return star.name.value if isinstance(star, cst.Param) else None
+
     def bound_names(self, bound: bool, passes_first: bool = False) -> list[str]:
         """The parameters a call's positional arguments bind, in order: after `self` where the
         call is `bound` (a method called on an object), after the first where the caller passes

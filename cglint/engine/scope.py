@@ -11,6 +11,7 @@ from cglint.engine.syntax import descendants, dotted_name
 from cglint.engine.api import tables
 from cglint.engine.definitions import AttrWrite, ClassInfo, FunctionInfo, ModuleInfo, dataclass_fields
 from cglint.engine.project import Project
+from cglint.engine.registries import written_entries
 from cglint.engine.values import FALSE, HOST, NONE, PY_NONE, TENSOR, TRUE, UNKNOWN, Kind, Value, evaluate, instance_of, join, literal_value
 
 _DTYPES = frozenset(
@@ -32,6 +33,10 @@ class Scope:
         # True where the code runs under a Dynamo trace (a compiled region): `is_compiling()` holds.
         self.compiling: Optional[bool] = None
         self._self_name = function.params[0].name.value if function.is_method and function.params else None
+
+    @property
+    def self_name(self) -> Optional[str]:
+        return self._self_name
 
     def returned(self, function: FunctionInfo) -> Value:
         """What `function` returns (function_values), computed once."""
@@ -127,6 +132,11 @@ class Scope:
         value: Optional[Value] = None
         for expr in module.globals[name]:
             current = evaluate(expr, scope)
+            if isinstance(expr, (cst.Dict, cst.Call)) and (current.kind == Kind.HOST or current.fields):
+                # A registry: a dict the module's functions fill (`REGISTRY[name] = cls`).
+                entries = written_entries(self.project, module, name)
+                if entries:
+                    current = Value(Kind.OBJECT, fields=current.fields + entries)
             value = current if value is None else join(value, current)
         return value or UNKNOWN
 
@@ -341,6 +351,10 @@ def _is_parameter(expr: cst.BaseExpression, method: FunctionInfo, setter: bool =
     return isinstance(expr, cst.Name) and expr.value in {p.name.value for p in method.params}
 
 
+# Job arguments named `CELL + name` bind a free variable of the callee, not a parameter.
+CELL = "cell:"
+
+
 def initial_env(project: Project, function: FunctionInfo, args: Optional[dict[str, Value]] = None, at_call: bool = False) -> dict[str, Value]:
     """Parameter values from call-site arguments, annotations and defaults.
 
@@ -361,9 +375,17 @@ def initial_env(project: Project, function: FunctionInfo, args: Optional[dict[st
             env[name] = declared  # left out of the call: it holds its default
         else:
             env[name] = _kind_only(declared)
-    star = function.star_param
-    if star is not None and args and star in args:
-        env[star] = args[star]  # `def train_step(self, *batch)`: the tuple of what the call passed
+    for name, value in (args or {}).items():
+        if name.startswith(CELL):  # a free variable the call binds (a decorator's wrapped function)
+            env[name[len(CELL):]] = value
+    receiver = args.get(function.params[0].name.value) if function.is_method and function.params and args else None
+    if receiver is not None and function.cls is not None and receiver.targets and all(
+        isinstance(t, ClassInfo) and function.cls in project.mro(t) for t in receiver.targets
+    ):
+        env[function.params[0].name.value] = receiver  # the object a bound call ran on, of a subclass (Walker.receiver)
+    for star in (function.star_param, function.kwargs_param):
+        if star is not None and args and star in args:
+            env[star] = args[star]  # `def train_step(self, *batch)`, `**kwargs`: what the call passed
     return env
 
 

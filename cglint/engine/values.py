@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import enum
+import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Iterator, Optional
 
@@ -57,6 +58,11 @@ class Value:
     items: tuple = ()  # the values of a tuple a project function returns (`return step, set_scale`)
     # The arguments a `functools.partial` binds: (positional values, ((keyword, value), ...)).
     bound: tuple = field(default=(), compare=False)
+    # A dict's entries under constant string keys, ((key, value), ...): `**kwargs` and
+    # registries (`{"silu": SiluImpl, "gelu": GeluImpl}[name]`) read them.
+    fields: tuple = field(default=(), compare=False)
+    # Methods taken from an instance (`fn = self.step`, `getattr(self, name)`): a call passes self.
+    on_instance: bool = field(default=False, compare=False)
 
     @property
     def is_tensor(self) -> bool:
@@ -107,7 +113,8 @@ def join(a: Value, b: Value) -> Value:
         targets = tuple(dict.fromkeys(a.targets + b.targets))
         # `nn.LayerNorm if not rms else RMSNorm`: a class either way, the project's among them.
         is_class = (a.is_class or b.is_class) and all(v.is_class or not v.targets for v in (a, b))
-        return Value(a.kind, a.random and b.random, a.tag if a.tag == b.tag else "", targets, is_class=is_class, data=a.data or b.data, origin=origin)
+        return Value(a.kind, a.random and b.random, a.tag if a.tag == b.tag else "", targets, is_class=is_class, data=a.data or b.data,
+                     origin=origin, on_instance=a.on_instance and b.on_instance)
     if a.is_tensor and b.is_tensor:
         return TENSOR
     return UNKNOWN
@@ -223,11 +230,7 @@ def _evaluate(expr: cst.BaseExpression, scope: "Scope") -> Value:
             return Value(Kind.OBJECT, items=tuple(elements))
         return UNKNOWN
     if isinstance(expr, cst.Dict):
-        # `{"scale": 1.0, "top_k": 50}`: options held on `self`, read by captured code.
-        parts = [p for e in expr.elements if isinstance(e, cst.DictElement) for p in (e.key, e.value)]
-        if len(parts) == 2 * len(expr.elements) and all(evaluate(p, scope).is_host for p in parts):
-            return HOST
-        return UNKNOWN
+        return _dict(expr, scope)
     if isinstance(expr, cst.Lambda):
         return Value(Kind.OBJECT, targets=(FunctionInfo(scope.module, expr, "<lambda>", "<lambda>", scope.cls, scope.function),))
     return UNKNOWN
@@ -547,7 +550,7 @@ def _attribute(expr: cst.Attribute, scope: "Scope") -> Value:
             return base if base.is_tensor else UNKNOWN
         return UNKNOWN
     if base.kind == Kind.OBJECT:
-        value = scope.member(base, attr)
+        value = _attribute_of(base, attr, scope)
         if value.kind == Kind.UNKNOWN and base.tag == "module" and attr in tables().values.module_host_attributes:
             return HOST
         return value
@@ -556,12 +559,68 @@ def _attribute(expr: cst.Attribute, scope: "Scope") -> Value:
     return UNKNOWN
 
 
+def _dict(expr: cst.Dict, scope: "Scope") -> Value:
+    """A dict display: `{"scale": 1.0, "top_k": 50}` (options held on `self`, read by captured
+    code) is a host value; its entries under string keys are kept (`fields`), with those of
+    `**other` dicts it unpacks."""
+    entries: dict[str, Value] = {}
+    host = True
+    for element in expr.elements:
+        if isinstance(element, cst.DictElement):
+            key, value = _literal(element.key), evaluate(element.value, scope)
+            host = host and value.is_host and evaluate(element.key, scope).is_host
+            if isinstance(key, str):
+                entries[key] = value
+        else:  # `**other`
+            other = evaluate(element.value, scope)
+            host = host and other.is_host
+            entries.update(other.fields)
+    if host:
+        return Value(Kind.HOST, fields=tuple(entries.items()))
+    return Value(Kind.OBJECT, fields=tuple(entries.items())) if entries else UNKNOWN
+
+
+def dict_call(call: cst.Call, scope: "Scope") -> Value:
+    """`dict(x=x, **extra)` or `dict(other)`: the entries it is known to hold."""
+    entries: dict[str, Value] = {}
+    for arg in call.args:
+        if arg.keyword is not None:
+            entries[arg.keyword.value] = evaluate(arg.value, scope)
+        else:
+            entries.update(evaluate(arg.value, scope).fields)
+    if not entries:
+        return HOST if not call.args else UNKNOWN
+    host = all(v.is_host for v in entries.values())
+    return Value(Kind.HOST if host else Kind.OBJECT, fields=tuple(entries.items()))
+
+
+def entry(base: Value, key: Optional[cst.BaseExpression], scope: "Scope") -> Optional[Value]:
+    """What indexing a container of known entries gives: the entry of a constant key, every
+    entry where the key is not a constant (a registry looked up by a config string, a layer
+    picked by an index). Dicts are mutable, so a host entry's constant is not kept."""
+    if not base.fields and not base.items:
+        return None
+    index = _literal(key) if key is not None else None
+    if base.fields and isinstance(index, str):
+        found = dict(base.fields).get(index)
+        return None if found is None else replace(found, const=None)
+    if base.items and isinstance(index, int):
+        return base.items[index] if -len(base.items) <= index < len(base.items) else None
+    if index is not None:
+        return None
+    held = [v for _, v in base.fields] if base.fields else list(base.items)
+    result = held[0]
+    for value in held[1:]:
+        result = join(result, value)
+    return replace(result, const=None)
+
+
 def _subscript(expr: cst.Subscript, scope: "Scope") -> Value:
     base = evaluate(expr.value, scope)
-    if base.items and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
-        index = _literal(expr.slice[0].slice.value)
-        if isinstance(index, int) and -len(base.items) <= index < len(base.items):
-            return base.items[index]  # `batch[0]` of a tuple whose items are known
+    if (base.items or base.fields) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
+        found = entry(base, expr.slice[0].slice.value, scope)
+        if found is not None:
+            return found  # `batch[0]` of a tuple whose items are known, `REGISTRY[name]`
     if base.is_tensor:
         # Indexing with a mask or a data-sized index gives a data-sized result.
         data = base.data or any(_data_index(e, scope) for e in expr.slice)
@@ -650,6 +709,10 @@ def _call_qualified(call: cst.Call, qualified: str, scope: "Scope") -> Value:
         return replace(wrapped, bound=(given, named)) if wrapped.targets else wrapped
     if qualified in t.values.copies and positional(call):
         return evaluate(positional(call)[0], scope)
+    if qualified == "dict":
+        return dict_call(call, scope)
+    if qualified == "getattr" and len(positional(call)) >= 2:
+        return _getattr(call, scope)
     if qualified in ("tuple", "list") and len(positional(call)) == 1:
         held = evaluate(positional(call)[0], scope)
         if held.kind == Kind.OBJECT and (held.targets or held.items):  # `tuple(layers)` of a ModuleList
@@ -703,6 +766,51 @@ def _call_qualified(call: cst.Call, qualified: str, scope: "Scope") -> Value:
             return UNKNOWN
         return TENSOR
     return UNKNOWN
+
+
+def _getattr(call: cst.Call, scope: "Scope") -> Value:
+    """`getattr(obj, name)`: the member of that name, or where the name is built
+    (`getattr(self, f"_forward_{mode}")`) every method whose name fits it."""
+    args = positional(call)
+    base = evaluate(args[0], scope)
+    name = string_value(args[1])
+    if name is None:
+        name_value = evaluate(args[1], scope)
+        name = name_value.const if isinstance(name_value.const, str) else None
+    if name is not None:
+        found = _attribute_of(base, name, scope)
+    else:
+        pattern = name_pattern(args[1])
+        classes = [t for t in base.targets if isinstance(t, ClassInfo)] if base.kind == Kind.OBJECT and not base.qualname else []
+        names = {m for cls in classes for klass in scope.project.mro(cls) for m in klass.methods if pattern and pattern.fullmatch(m)}
+        found = UNKNOWN
+        for method in sorted(names):
+            current = _attribute_of(base, method, scope)
+            found = current if found is UNKNOWN else join(found, current)
+    if len(args) > 2 and found.kind == Kind.UNKNOWN:
+        return evaluate(args[2], scope)
+    return found
+
+
+def _attribute_of(base: Value, attr: str, scope: "Scope") -> Value:
+    if base.kind == Kind.OBJECT:
+        value = scope.member(base, attr)
+        return replace(value, on_instance=True) if not base.is_class and _methods_only(value) else value
+    return UNKNOWN
+
+
+def _methods_only(value: Value) -> bool:
+    return bool(value.targets) and all(isinstance(t, FunctionInfo) and t.is_method for t in value.targets)
+
+
+def name_pattern(expr: cst.BaseExpression) -> Optional["re.Pattern[str]"]:
+    """The names an f-string can spell (`f"_forward_{mode}"` -> `_forward_.*`), if it has text."""
+    if not isinstance(expr, cst.FormattedString):
+        return None
+    parts = [re.escape(p.value) if isinstance(p, cst.FormattedStringText) else ".*" for p in expr.parts]
+    if not any(isinstance(p, cst.FormattedStringText) for p in expr.parts):
+        return None
+    return re.compile("".join(parts))
 
 
 def _factory(call: cst.Call, qualified: str, scope: "Scope") -> Value:

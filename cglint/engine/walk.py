@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Iterable, Optional, Union
 
 import libcst as cst
 
-from cglint.engine import captures
+from cglint.engine import captures, indirect
 from cglint.engine.api import tables
 from cglint.engine.captures import CaptureKind
 from cglint.engine.context import Context
 from cglint.engine.definitions import ClassInfo, FunctionInfo, dataclass_fields, self_attr
-from cglint.engine.scope import Scope, config_field, config_parameter
+from cglint.engine.scope import CELL, Scope, config_field, config_parameter
 from cglint.engine.phases import ends_with, fills_searched_cache, initializes_once, returns_once_filled, suite_body
 from cglint.engine.syntax import (SCOPES, assigned_names, call_method, callee_name, children, code_of, dotted_name,
                                   positional, string_value)
@@ -38,6 +38,14 @@ if TYPE_CHECKING:
 
 # The tag of a function value given as an argument that replays a graph when called.
 REPLAYS = "replays"
+# Builtins that take an object without calling it (`getattr(self, name)`, `isinstance(f, cls)`);
+# None: a callee that names no symbol. `map`, `filter`, `sorted(key=...)` do call theirs.
+_NOT_CALLING = frozenset({None, "getattr", "setattr", "hasattr", "isinstance", "issubclass", "id", "type", "len", "repr", "str", "callable", "vars", "dir", "print", "hash"})
+
+
+def _names_forward(call: cst.Call) -> bool:
+    """`self.forward(x)` calls forward itself: module hooks run only through `__call__`."""
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value == "forward"
 
 
 class Mode(enum.Enum):
@@ -358,6 +366,10 @@ class Walker:
         form, capturing = None, None
         for item in node.items:
             self.expr(item.item)
+            if self.mode is Mode.REGION and self.in_region:
+                assert self.job is not None
+                for method in indirect.context_methods(self.engine.project, evaluate(item.item, self.scope)):
+                    self.engine.enqueue(method, {}, self.job, captures.site(self.function.module, item.item))
             found = self.capture_context(item.item)
             if found and form is None:
                 form, capturing = found, item
@@ -656,11 +668,8 @@ class Walker:
         """Project functions a call may run, each with whether it is bound (self passed)."""
         project = self.engine.project
         func = call.func
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call):
-            inner = func.value.func
-            if isinstance(inner, cst.Name) and inner.value == "super" and self.function.cls is not None:
-                method = project.method(self.function.cls, func.attr.value, skip_first=True)
-                return [(method, True)] if method else []
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call) and callee_name(func.value.func) == "super":
+            return [(method, True) for method in self.super_methods(func.value, func.attr.value)]
         qualified = self.scope.qualname(func)
         if qualified is not None:
             definition = project.resolve(qualified, self.function.module)
@@ -677,7 +686,7 @@ class Walker:
         found: list[tuple[FunctionInfo, bool]] = []
         for target in value.targets:
             if isinstance(target, FunctionInfo):
-                found.append((target, target.is_method and isinstance(func, cst.Attribute)))
+                found.append((target, target.is_method and (isinstance(func, cst.Attribute) or value.on_instance)))
             elif isinstance(target, ClassInfo):
                 if value.is_class:
                     init = project.method(target, "__init__")
@@ -686,17 +695,80 @@ class Walker:
                     found.extend((entry, True) for entry in self.module_entry(target))
         return found
 
+    def super_methods(self, call: cst.Call, name: str) -> list[FunctionInfo]:
+        """What `super().name` or `super(Cls, obj).name` finds: the next definition after the
+        class in the MRO of the object's own class (a mixin's `super()` reaches its sibling)."""
+        project = self.engine.project
+        args = positional(call)
+        after = self.function.cls
+        if len(args) == 2:
+            pinned = evaluate(args[0], self.scope)
+            after = next((t for t in pinned.targets if isinstance(t, ClassInfo)), None) if pinned.is_class else None
+            receiver = evaluate(args[1], self.scope)
+        else:
+            receiver = self.scope.lookup(self.scope.self_name) if self.scope.self_name else UNKNOWN
+        if after is None:
+            return []
+        found: list[FunctionInfo] = []
+        for cls in [t for t in receiver.targets if isinstance(t, ClassInfo)] or [after]:
+            mro = project.mro(cls)
+            following = mro[mro.index(after) + 1:] if after in mro else project.mro(after)[1:]
+            method = next((klass.methods[name] for klass in following if name in klass.methods), None)
+            if method is not None and method not in found:
+                found.append(method)
+        return found
+
+    def receiver(self, call: cst.Call, function: FunctionInfo) -> Optional[Value]:
+        """The object a bound call runs on, where its class is a project subclass of the
+        method's own: `self.impl(x)` in an inherited `forward` runs the subclass's `impl`."""
+        owner = function.cls
+        if owner is None:
+            return None
+        func = call.func
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call) and callee_name(func.value.func) == "super":
+            super_args = positional(func.value)
+            base = evaluate(super_args[1], self.scope) if len(super_args) == 2 else self.scope.lookup(self.scope.self_name or "")
+        elif isinstance(func, cst.Attribute):
+            base = evaluate(func.value, self.scope)
+        elif isinstance(func, cst.Call) and self.scope.qualname(func.func) == "getattr" and func.args:
+            base = evaluate(func.args[0].value, self.scope)  # `getattr(self, name)(x)`
+        else:
+            base = evaluate(func, self.scope)  # `model(x)`, or `Block(...)` running `__init__`
+        project = self.engine.project
+        classes = tuple(t for t in base.targets if isinstance(t, ClassInfo) and t is not owner and owner in project.mro(t))
+        if not classes:
+            return None
+        return Value(Kind.OBJECT, targets=classes, tag=self.scope.class_tag(classes[0]))
+
     def follow(self, call: cst.Call) -> None:
         assert self.job is not None
         targets = self.callees(call)
         step = captures.site(self.function.module, call)
-        partial = evaluate(call.func, self.scope).bound if targets else ()
+        callee = evaluate(call.func, self.scope) if targets else UNKNOWN
+        partial = callee.bound
+        project = self.engine.project
         for function, bound in targets:
             # `Op.apply(x)` binds `x` to forward's second parameter, after autograd's `ctx`.
-            ctx = self.engine.project.is_autograd_forward(function)
+            ctx = project.is_autograd_forward(function)
+            receiver = self.receiver(call, function) if bound and function.params else None
+            wrapper = indirect.decorator_wrapper(project, function) if callee.tag != indirect.UNDECORATED else None
+            if wrapper is not None:  # `@timed def step(x)`: the call runs timed's closure, which calls step
+                closure, wrapped = wrapper
+                first = (receiver or Value(Kind.OBJECT, targets=(function.cls,)),) if bound and function.cls else ()
+                args = self.call_arguments(closure, call, False, (first + tuple(partial[0] if partial else ()), partial[1] if partial else ()))
+                args[CELL + wrapped] = Value(Kind.OBJECT, targets=(function,), tag=indirect.UNDECORATED)
+                self.engine.enqueue(closure, args, self.job, step)
+                continue
             args = self.call_arguments(function, call, bound, partial, ctx)
+            if receiver is not None:
+                args[function.params[0].name.value] = receiver
             self.engine.enqueue(function, args, self.job, step)
-        if not targets and self.scope.qualname(call.func) is not None:
+            if bound and function.cls is not None and function.name in ("forward", "__call__") and not _names_forward(call):
+                # Hooks registered on the module run around its forward.
+                for cls in receiver.targets if receiver is not None else (function.cls,):
+                    for hook in indirect.module_hooks(project, cls):
+                        self.engine.enqueue(hook, {}, self.job, step)
+        if not targets and self.scope.qualname(call.func) not in _NOT_CALLING:
             # An external function given a project callable will call it (checkpoint(fn, x), vmap(fn)).
             for function in self.callables(a.value for a in call.args):
                 self.engine.enqueue(function, {}, self.job, step)
@@ -710,25 +782,36 @@ class Walker:
         items are known (`trainer.train_step(*static_batch)`), the positional values left over
         as the tuple a `*args` parameter holds (`def forward(self, *inputs)`), and what a
         `functools.partial` bound first (`partial(decode_step, model, scores=scores)`)."""
-        star = function.star_param
-        if star is None and not partial and not any(arg.star == "*" for arg in call.args):
+        star, double_star = function.star_param, function.kwargs_param
+        if star is None and double_star is None and not partial and not any(arg.star for arg in call.args):
             return {name: evaluate(expr, self.scope) for name, expr in function.arguments(call, bound, passes_first)}
         names = function.bound_names(bound, passes_first)
         positional: list[Value] = list(partial[0]) if partial else []
         args: dict[str, Value] = dict(partial[1]) if partial else {}
+        known_positions = True
         for arg in call.args:
             if arg.keyword is not None:
                 args[arg.keyword.value] = evaluate(arg.value, self.scope)
+            elif arg.star == "**":  # `model(**inputs)`: the entries known under string keys
+                args.update(evaluate(arg.value, self.scope).fields)
             elif arg.star == "*":
                 items = evaluate(arg.value, self.scope).items
-                if not items:
-                    return args  # positions past an unknown unpacking are unknown
+                known_positions = known_positions and bool(items)  # past an unknown unpacking, nothing is known
                 positional.extend(items)
-            elif not arg.star:
+            elif known_positions:
                 positional.append(evaluate(arg.value, self.scope))
-        args.update(zip(names, positional))
-        if star is not None and len(positional) > len(names):
-            args[star] = Value(Kind.OBJECT, items=tuple(positional[len(names):]))
+        if known_positions:
+            args.update(zip(names, positional))
+            if star is not None and len(positional) > len(names):
+                args[star] = Value(Kind.OBJECT, items=tuple(positional[len(names):]))
+        if double_star is not None:
+            # `def forward(self, x, **kwargs)`: the keywords no parameter takes, as a dict.
+            named = set(function.positional_params) | set(function.keyword_only_params)
+            extra = tuple((k, v) for k, v in args.items() if k not in named and k != star)
+            for key, _ in extra:
+                del args[key]
+            if extra:
+                args[double_star] = Value(Kind.OBJECT, fields=extra)
         return args
 
     def follow_property(self, node: cst.Attribute) -> None:

@@ -1,0 +1,89 @@
+"""Code that runs where no call names it: decorator wrappers, module hooks, context managers.
+
+- A function decorated by a project decorator that returns a closure (`@timed`,
+  `@nvtx_range("attn")`) runs that closure when it is called; the closure calls the
+  function through the decorator's parameter.
+- A forward hook or pre-hook registered on a module (`self.register_forward_hook(self._log)`,
+  `model.register_forward_pre_hook(check)`) runs wherever that module runs.
+- `with obj:` runs `obj.__enter__()` and `obj.__exit__()`.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from cglint.engine.definitions import ClassInfo, FunctionInfo
+from cglint.engine.project import Project
+from cglint.engine.syntax import descendants
+from cglint.engine.values import Kind, Value, evaluate, returned_closures
+
+# The tag of the function a decorator's closure holds: calling it runs the function itself.
+UNDECORATED = "undecorated"
+_HOOK_METHODS = ("register_forward_hook", "register_forward_pre_hook")
+# How many files registering hooks are read for them: hooks registered across a whole
+# framework (a profiler attaching to every layer) say nothing about one module.
+MAX_HOOK_FILES = 32
+
+
+def decorator_wrapper(project: Project, function: FunctionInfo) -> Optional[tuple[FunctionInfo, str]]:
+    """The closure the outermost project decorator of `function` returns, and the name its
+    decorator gives the decorated function; None where every decorator returns its argument
+    or is another package's (`torch.no_grad()`, `functools.cache`)."""
+    if not function.decorators:
+        return None
+    return project.cached(("decorator-wrapper", function.key), lambda: _wrapper(project, function), None)  # type: ignore[return-value]
+
+
+def _wrapper(project: Project, function: FunctionInfo) -> Optional[tuple[FunctionInfo, str]]:
+    from cglint.engine.scope import Scope  # scope imports the value model this module uses
+
+    scope = Scope(project, function.module.body_function)
+    for decorator in function.decorators:
+        for decorating in evaluate(decorator.decorator, scope).targets:
+            if not isinstance(decorating, FunctionInfo) or decorating.is_method or not decorating.params:
+                continue
+            for wrapper in returned_closures(decorating, project).targets:
+                if isinstance(wrapper, FunctionInfo) and wrapper.parent is decorating:
+                    return wrapper, decorating.params[0].name.value
+    return None
+
+
+def module_hooks(project: Project, cls: ClassInfo) -> list[FunctionInfo]:
+    """The hooks registered on modules of `cls` (or of a base class of it)."""
+    mro = project.mro(cls)
+    return [hook for owner, hook in _registered_hooks(project) if owner in mro]
+
+
+def _registered_hooks(project: Project) -> list[tuple[ClassInfo, FunctionInfo]]:
+    return project.cached("module-hooks", lambda: _find_hooks(project), [])  # type: ignore[return-value]
+
+
+def _find_hooks(project: Project) -> list[tuple[ClassInfo, FunctionInfo]]:
+    from cglint.engine.scope import Scope
+
+    found: list[tuple[ClassInfo, FunctionInfo]] = []
+    modules = {id(m): m for name in _HOOK_METHODS for m in project.modules_mentioning(name, limit=MAX_HOOK_FILES)}
+    for module in modules.values():
+        for function in [*module.all_functions(), module.body_function]:
+            if function.outline is not None and not function.outline.mentions(_HOOK_METHODS):
+                continue
+            scope = Scope(project, function).assigned(function)
+            for node in descendants(function.node):
+                if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _HOOK_METHODS and node.args):
+                    continue
+                owners = [t for t in evaluate(node.func.value, scope).targets if isinstance(t, ClassInfo)]
+                hooks = [t for t in evaluate(node.args[0].value, scope).targets if isinstance(t, FunctionInfo)]
+                found.extend((owner, hook) for owner in owners for hook in hooks)
+    return found
+
+
+def context_methods(project: Project, value: Value) -> list[FunctionInfo]:
+    """`__enter__` and `__exit__` of the project objects a `with` statement enters."""
+    if value.kind != Kind.OBJECT or value.is_class:
+        return []
+    methods = []
+    for cls in value.targets:
+        if isinstance(cls, ClassInfo):
+            methods += [m for name in ("__enter__", "__exit__") if (m := project.method(cls, name)) is not None]
+    return methods

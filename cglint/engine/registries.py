@@ -1,0 +1,104 @@
+"""Module-level containers filled away from their definition: registries.
+
+`ATTENTION_BACKENDS = {}` is empty where it is defined; a decorator fills it
+(`@register_backend("flash") class FlashImpl`, whose closure runs
+`ATTENTION_BACKENDS[name] = cls`) or a function does (`ACTIVATIONS["gelu"] = GeluImpl`).
+Code that looks an entry up by a configuration string (`ATTENTION_BACKENDS[cfg.backend]()`)
+may get any of them, so the entries are what the module's functions write, and where the
+written value is the decorator's parameter, every definition the decorator decorates.
+"""
+from __future__ import annotations
+
+import libcst as cst
+
+from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo
+from cglint.engine.project import Project
+from cglint.engine.syntax import descendants, dotted_name
+from cglint.engine.values import Kind, Value, evaluate, returned_closures
+
+# How many files that name a decorator are searched for what it decorates.
+MAX_DECORATED_FILES = 64
+
+
+def written_entries(project: Project, module: ModuleInfo, name: str) -> tuple:
+    """((key, value), ...) that the module's functions store into its global `name`; keys
+    that are not string constants get a placeholder (a lookup by a variable joins them all)."""
+    return project.cached(("registry", module.name, name), lambda: _entries(project, module, name), ())  # type: ignore[return-value]
+
+
+def _entries(project: Project, module: ModuleInfo, name: str) -> tuple:
+    from cglint.engine.scope import Scope  # scope imports the value model this module uses
+
+    entries: list[tuple[str, Value]] = []
+    needle = f"{name}["
+    for function in module.all_functions():
+        if function.outline is None or not function.outline.mentions((needle,)):
+            continue
+        for writer, key, value in _stores(function, name):
+            found = evaluate(value, Scope(project, writer))
+            if not found.targets and isinstance(value, cst.Name) and value.value in _param_names(writer):
+                found = decorated_by(project, writer)
+            if found.targets:
+                literal = key.evaluated_value if isinstance(key, cst.SimpleString) else None
+                entries.append((literal if isinstance(literal, str) else f"<entry {len(entries)}>", found))
+    return tuple(entries)
+
+
+def _stores(function: FunctionInfo, name: str):
+    """(the function or nested def that writes, key, value) for each `name[key] = value`."""
+    pending = [(function, function.node)]
+    while pending:
+        owner, node = pending.pop()
+        for child in descendants(node):
+            if isinstance(child, cst.FunctionDef) and child is not node:
+                pending.append((owner.nested(child), child))
+            elif isinstance(child, cst.Assign) and len(child.targets) == 1:
+                target = child.targets[0].target
+                if (isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name) and target.value.value == name
+                        and len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index)):
+                    yield owner, target.slice[0].slice.value, child.value
+
+
+def _param_names(function: FunctionInfo) -> set[str]:
+    return {p.name.value for p in function.params}
+
+
+def decorated_by(project: Project, decorator: FunctionInfo) -> Value:
+    """The classes and functions decorated by `decorator`, used as `@decorator` or, where it
+    is the closure a factory returns, as `@factory(...)`."""
+    factory = decorator.parent if decorator.parent is not None and decorator.parent.qualname != "<module>" else None
+    spelled = factory.name if factory is not None else decorator.name
+    if factory is not None and decorator.key not in {t.key for t in returned_closures(factory, project).targets}:
+        return Value()
+    wanted = factory if factory is not None else decorator
+    found: list = []
+    for module in project.modules_mentioning(spelled, limit=MAX_DECORATED_FILES):
+        for definition in (*module.classes.values(), *module.functions.values()):
+            if _decorated_with(project, module, definition, wanted, spelled):
+                found.append(definition)
+    if not found:
+        return Value()
+    return Value(Kind.OBJECT, targets=tuple(found), is_class=all(isinstance(d, ClassInfo) for d in found))
+
+
+def _decorated_with(project: Project, module: ModuleInfo, definition, wanted: FunctionInfo, spelled: str) -> bool:
+    node = definition.node if isinstance(definition, ClassInfo) else (definition.header or definition.node)
+    decorators = getattr(node, "decorators", ())
+    for decorator in decorators:
+        expr = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
+        spelling = dotted_name(expr) or ""
+        if spelling.rsplit(".", 1)[-1] != spelled:
+            continue
+        resolved = project.resolve(_qualified(module, spelling), module)
+        if resolved is wanted:
+            return True
+    return False
+
+
+def _qualified(module: ModuleInfo, spelling: str) -> str:
+    head, _, rest = spelling.partition(".")
+    if head in module.imports:
+        base = module.imports[head]
+    else:
+        base = f"{module.name}.{head}"
+    return f"{base}.{rest}" if rest else base

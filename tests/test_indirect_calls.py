@@ -1,0 +1,301 @@
+"""Calls that no line spells out: the object a method runs on, `super()` through mixins,
+decorator wrappers, module hooks, context managers, `getattr` dispatch and `**kwargs`.
+
+Each project is shaped like real model code (a base module with overridable steps, a
+profiling decorator, a debug hook, a timer, a dispatch on the decode mode); each hazard is
+reached only through the indirect call, and a twin beside it that does not run stays quiet.
+"""
+from __future__ import annotations
+
+from .helpers import by_file, findings
+
+RUNNER = """
+import torch
+from model import {cls}
+
+model = {cls}().cuda()
+x = torch.zeros(8, 16, device="cuda")
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    y = model(x)
+"""
+
+
+def located(tmp_path, model: str, cls: str = "Model", select=("sync", "control-flow")):
+    found = findings(tmp_path, {"model.py": model, "run.py": RUNNER.format(cls=cls)}, select=select)
+    return {(path, code, line) for path, code, line in by_file(found, tmp_path)}
+
+
+def test_an_inherited_forward_runs_the_subclass_override(tmp_path):
+    model = """
+        import torch
+        from torch import nn
+
+        class Base(nn.Module):
+            def forward(self, x):
+                return self.project(x)
+
+            def project(self, x):
+                print("projecting", x.sum().item())
+                return x
+
+        class Model(Base):
+            def project(self, x):
+                return x * float(x.abs().max())
+    """
+    # Base.project never runs for a Model: only the override's sync is reported.
+    assert located(tmp_path, model) == {("model.py", "CG101", 14)}
+
+
+def test_super_walks_the_mro_of_the_object_through_mixins(tmp_path):
+    model = """
+        import torch
+        from torch import nn
+
+        class Core(nn.Module):
+            def forward(self, x):
+                return x
+
+        class LoggingMixin:
+            def forward(self, x):
+                torch.cuda.synchronize()
+                return super().forward(x)
+
+        class ScaleMixin:
+            def forward(self, x):
+                return super().forward(x * 2)
+
+        class Model(ScaleMixin, LoggingMixin, Core):
+            pass
+
+        class Plain(ScaleMixin, Core):
+            pass
+    """
+    # ScaleMixin's super() is LoggingMixin for a Model, Core for a Plain.
+    assert located(tmp_path, model) == {("model.py", "CG104", 10)}
+    assert located(tmp_path / "plain", model, cls="Plain") == set()
+
+
+def test_a_decorator_wrapper_runs_around_the_decorated_method(tmp_path):
+    model = """
+        import functools
+        import time
+        import torch
+        from torch import nn
+
+        def timed(fn):
+            @functools.wraps(fn)
+            def wrapper(*args, **kwargs):
+                torch.cuda.synchronize()
+                start = time.perf_counter()
+                out = fn(*args, **kwargs)
+                return out
+            return wrapper
+
+        LAYERS = {}
+
+        def register(cls):
+            torch.cuda.synchronize()  # runs when the module is imported, not at capture
+            LAYERS[cls.__name__] = cls
+            return cls
+
+        @register
+        class Model(nn.Module):
+            @timed
+            def forward(self, x):
+                return self.check(x)
+
+            def check(self, x):
+                assert x.isfinite().all()
+                return x
+    """
+    assert located(tmp_path, model) == {("model.py", "CG104", 9), ("model.py", "CG201", 29)}
+
+
+def test_a_forward_hook_runs_where_its_module_runs(tmp_path):
+    model = """
+        import torch
+        from torch import nn
+
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(16, 16)
+                self.register_forward_hook(self._debug_stats)
+
+            def _debug_stats(self, module, inputs, output):
+                print("block mean", output.mean())
+
+            def forward(self, x):
+                return self.fc(x)
+
+        class Head(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_forward_pre_hook(self._check)
+
+            def _check(self, module, inputs):
+                assert inputs[0].isfinite().all().item()
+
+            def forward(self, x):
+                return x
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.block = Block()
+
+            def forward(self, x):
+                return self.block(x)
+    """
+    # Head is never called in the capture: its pre-hook does not run.
+    assert located(tmp_path, model) == {("model.py", "CG103", 11)}
+
+
+def test_a_context_manager_enters_and_exits_in_the_region(tmp_path):
+    model = """
+        import time
+        import torch
+        from torch import nn
+
+        class CudaTimer:
+            def __init__(self, name):
+                self.name = name
+
+            def __enter__(self):
+                torch.cuda.synchronize()
+                self.start = time.perf_counter()
+                return self
+
+            def __exit__(self, *exc):
+                return False
+
+        class Quiet:
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                return False
+
+        class Model(nn.Module):
+            def forward(self, x):
+                with CudaTimer("forward"), Quiet():
+                    return x * 2
+    """
+    assert located(tmp_path, model) == {("model.py", "CG104", 10)}
+
+
+def test_getattr_dispatch_on_a_built_name_runs_the_methods_it_can_spell(tmp_path):
+    model = """
+        import torch
+        from torch import nn
+
+        class Model(nn.Module):
+            def __init__(self, mode="decode"):
+                super().__init__()
+                self.mode = mode
+
+            def forward(self, x):
+                return getattr(self, f"_forward_{self.mode}")(x)
+
+            def _forward_decode(self, x):
+                return x[x > 0]
+
+            def _forward_prefill(self, x):
+                return x
+
+            def _backward_hook(self, x):
+                return x.nonzero()
+    """
+    assert located(tmp_path, model) == {("model.py", "CG106", 13)}
+
+
+def test_keyword_dicts_carry_their_values_into_the_callee(tmp_path):
+    files = {
+        "model.py": """
+            import torch
+            from torch import nn
+
+            class Attention(nn.Module):
+                def forward(self, x, scale=None, causal=True):
+                    if scale > 1.0:
+                        x = x / scale
+                    return x
+
+            class Model(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.attn = Attention()
+
+                def forward(self, x, **kwargs):
+                    return self.attn(x, **kwargs)
+        """,
+        "run.py": """
+            import torch
+            from model import Model
+
+            model = Model().cuda()
+            inputs = {"x": torch.zeros(8, 16, device="cuda"), "scale": torch.ones(1, device="cuda")}
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = model(**inputs)
+        """,
+    }
+    found = findings(tmp_path, files, select=("control-flow",))
+    assert by_file(found, tmp_path) == {("model.py", "CG201", 6)}
+
+
+def test_a_registry_filled_by_a_decorator_gives_every_registered_class(tmp_path):
+    files = {
+        "acts.py": """
+            import torch
+
+            ACTIVATIONS = {}
+            NORMS = {}
+
+            def register(name, table=None):
+                def deco(cls):
+                    ACTIVATIONS[name] = cls
+                    return cls
+                return deco
+
+            def register_norm(name):
+                def deco(cls):
+                    NORMS[name] = cls
+                    return cls
+                return deco
+
+            @register("silu")
+            class Silu:
+                def __call__(self, x):
+                    return x * torch.sigmoid(x)
+
+            @register("clipped")
+            class Clipped:
+                def __call__(self, x):
+                    return x.clamp(max=float(x.max()))
+
+            @register_norm("debug")
+            class DebugNorm:
+                def __call__(self, x):
+                    return x / x.norm().item()
+        """,
+        "model.py": """
+            from torch import nn
+            from acts import ACTIVATIONS
+
+            class Model(nn.Module):
+                def __init__(self, act="silu"):
+                    super().__init__()
+                    self.fc = nn.Linear(16, 16)
+                    self.act = ACTIVATIONS[act]()
+
+                def forward(self, x):
+                    return self.act(self.fc(x))
+        """,
+        "run.py": RUNNER.format(cls="Model"),
+    }
+    found = findings(tmp_path, files)
+    # Which activation the config names is not known: each registered one may run; the
+    # norm registered in another table does not.
+    assert by_file(found, tmp_path) == {("acts.py", "CG101", 26)}
