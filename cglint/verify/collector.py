@@ -10,7 +10,10 @@ read; tracing costs only during the one capture and leaves nothing behind. Frame
 running when the capture starts (the `with` body at the capture site) get a local tracer.
 Library frames are followed only for `forward` of nn.Modules (a Dropout holds
 `self.training` and `self.p`), reported at the user line that called them. A read is kept
-when its value is a Python scalar (guards.guardable).
+when its value is a Python scalar (guards.guardable) or a functools.partial; a tensor read from
+a dict, a list or a plain object's attribute is kept as a slot (guards.Slot). Counters the captured
+code advances (`self.pos += 1`, readplan.counters) are read when their line starts and again at the
+end of the capture: one that moved advanced once, at capture, and never on replay (CG505).
 """
 from __future__ import annotations
 
@@ -28,13 +31,16 @@ import torch
 
 from cglint.findings import Related
 from cglint.verify import frames, monitor, readplan, torchmodes, watchers
-from cglint.verify.guards import CODES, Guard, GuardSet, guardable, same
+from cglint.verify import rule_codes as rc
+from cglint.verify.guards import CODES, Guard, GuardSet, PartialCall, Slot, frozen, guardable, same
 from cglint.verify.recorder import Recorder
 
 _verdicts = frames.verdicts  # is_user_code's cache, read directly on the hot path
 _MISSING = object()
 _CONTAINERS = (dict, list, tuple)
 _SIZED = (dict, list, tuple, set, frozenset, deque, str, bytes)
+_HELD = (dict, list, set)  # roots held strongly (no weak references to them): for slots only
+_NUMBERS = frozenset({int, float, complex, bool})
 
 class Collector:
     """Follows the frames of one capture and turns what they read into a GuardSet."""
@@ -57,6 +63,9 @@ class Collector:
         self._importing = 0
         # Guards are shared between captures at one site only: their traces and writers name it.
         self._site_key = (region.path, region.line) if region else None
+        # Counters: (root identity, steps) -> (site, value before the line ran, fetch, where, trace, root id).
+        self._counted: dict[tuple, tuple] = {}
+        self._born: set[int] = set()  # objects whose __init__ ran in the capture: their counters start there
 
     def start(self) -> "Collector":
         self.thread = threading.get_ident()
@@ -98,6 +107,7 @@ class Collector:
         for frame in list(self._lines):  # the capture site and other frames still running
             self._leave(frame, library=False)
         self._lines.clear()
+        self._report_counters()
         self._running = []
         self._stack = (None, ())
         self.guards.freeze()
@@ -157,6 +167,9 @@ class Collector:
             if lines is None:
                 lines = self._lines[frame] = set()
             lines.add(line)
+            counters = readplan.counter_lines(code).get(line)
+            if counters:
+                self._count(frame, counters)
         return None
 
     def _on_return(self, code: CodeType, offset: int, value: Any) -> Any:
@@ -167,6 +180,8 @@ class Collector:
             self._leave(frame, library=True)
         elif frame in self._lines:
             self._leave(frame, library=False)
+        elif code.co_name == "__init__":
+            self._born.add(id(frame.f_locals.get("self")))
         return None
 
     # --- trace functions -------------------------------------------------------
@@ -200,6 +215,9 @@ class Collector:
             lines = self._lines.get(frame)
             if lines is not None:
                 lines.add(frame.f_lineno)
+                counters = readplan.counter_lines(frame.f_code).get(frame.f_lineno)
+                if counters:
+                    self._count(frame, counters)
         elif event == "return" and frame in self._lines:
             self._leave(frame, library=False)
         return self._local
@@ -224,6 +242,8 @@ class Collector:
                 return
             local = frame.f_locals
             owner = local.get("self") if _takes_self(code) else None
+            if code.co_name == "__init__":
+                self._born.add(id(owner))
             if isinstance(owner, torch.nn.Module):
                 self._modules[id(owner)] = owner
             at_site = frame in self._started_at
@@ -285,8 +305,10 @@ class Collector:
         watched: list[tuple[int, str]] = []
         watchable = site.kind in ("local", "deref")
         holder = None
-        for step, key in site.steps:
+        for index, (step, key) in enumerate(site.steps):
             if isinstance(value, torch.Tensor):
+                if index and not isinstance(holder, (torch.nn.Module, tuple)):
+                    self._slot(frame, site, index, root, identity, get_root, value)
                 return
             holder = value
             if step == "attr":
@@ -306,8 +328,12 @@ class Collector:
                 if not isinstance(value, _SIZED):
                     return
                 value, watchable = len(value), False
-        if not guardable(value):
+        if isinstance(value, torch.Tensor) and site.steps and not isinstance(holder, (torch.nn.Module, tuple)):
+            self._slot(frame, site, len(site.steps), root, identity, get_root, value)
             return
+        value = frozen(value)
+        if not guardable(value) or (site.kind in ("local", "deref") and type(root) in _HELD):
+            return  # a container passed in is held for its tensors only (slots)
         # A serving engine captures the same step at many batch sizes: each capture reads the same
         # values at the same sites, and building their guards again was most of the collector's
         # cost. A guard an earlier capture at this site built from this object is shared while it
@@ -317,21 +343,80 @@ class Collector:
         if built is not None and built[0] is site and _still(built[1], value):
             self.guards.add(built[1], built[2])
             return
-        if get_root is None:
-            try:
-                get_root = weakref.ref(root)
-            except TypeError:
-                get_root = functools.partial(_same_object, root)
+        get_root = get_root or _weak(root)
         where = _site_where(frame.f_code, site)
         training = site.steps[-1:] == (("attr", "training"),) if site.steps else False
         code = CODES[readplan.BRANCH if training else site.use]
-        guard = Guard(site.text, code, where, self._trace(at, where), value, _fetcher(get_root, site.steps),
+        fetch = _fetcher(get_root, site.steps)
+        if type(value) is PartialCall:
+            fetch = _frozen_fetch(fetch)
+        guard = Guard(site.text, code, where, self._trace(at, where), value, fetch,
                       _writers_of(frame, site, holder, self._site_codes, self.recorder))
+        if site.steps and site.steps[-1][0] in ("attr", "item") and not isinstance(holder, (ModuleType, torch.nn.Module)):
+            guard.holder, guard.step = _fetcher(get_root, site.steps[:-1]), site.steps[-1]
         watched = watched if watchable else []
         self.guards.add(guard, watched)
         if len(_built) > _MAX_BUILT:
             _built.clear()
         _built[reuse] = (site, guard, watched)
+
+    def _slot(self, frame: FrameType, site: readplan.ReadSite, index: int, root: Any, identity: tuple,
+              get_root: Optional[Callable[[], Any]], tensor: torch.Tensor) -> None:
+        """A tensor read from a dict, a list or a plain object (`inputs["x"]`, `batch.x`): rebinding it
+        between replays leaves the graph reading the captured one."""
+        steps = site.steps[:index]
+        if steps[-1][0] not in ("attr", "item") or self.guards.seen(("slot", identity, steps)):
+            return
+        try:
+            data_ptr = tensor.data_ptr()
+        except Exception:  # noqa: BLE001 - a tensor without storage
+            return
+        get_root = get_root or _weak(root)
+        text = readplan.ReadSite(site.kind, site.root, steps, site.use, *([0] * 5)).text
+        self.guards.slot(Slot(text, _site_where(frame.f_code, site), weakref.ref(tensor), data_ptr,
+                              _fetcher(get_root, steps), _fetcher(get_root, steps[:-1]), steps[-1]))
+
+    # --- counters ------------------------------------------------------------------
+    def _count(self, frame: FrameType, counters: tuple[readplan.ReadSite, ...]) -> None:
+        """Before a line that advances counters runs: their values, the first time they are seen."""
+        if frame in self._started_at:
+            return  # the capture block's own bookkeeping (`self.captures += 1`) runs once on purpose
+        try:
+            local = frame.f_locals
+            for site in counters:
+                rooted = _root(frame, local, site)
+                if rooted is None:
+                    continue
+                root, identity, get_root = rooted
+                key = (identity, site.steps)
+                if key in self._counted:
+                    continue
+                fetch = _fetcher(get_root or _weak(root), site.steps)
+                value = fetch()
+                if type(value) not in _NUMBERS:
+                    continue  # a device tensor counter is updated in place, and captured
+                where = _site_where(frame.f_code, site)
+                self._counted[key] = (site, value, fetch, where, self._trace(frame, where), id(root))
+        except Exception:  # noqa: BLE001 - never worth breaking the user's capture
+            return
+
+    def _report_counters(self) -> None:
+        counted, self._counted = self._counted, {}
+        for site, before, fetch, where, trace, root_id in counted.values():
+            if root_id in self._born:
+                continue  # an object built during the capture: its counter started there
+            try:
+                after = fetch()
+            except Exception:  # noqa: BLE001 - gone
+                continue
+            if same(after, before):
+                continue  # saved and restored, or not advanced
+            self.recorder.observe_at(
+                rc.HOST_COUNTER_IN_CAPTURE,
+                f"`{site.text}` is advanced by captured code: {before!r} before the capture, {after!r} after it; "
+                f"the line runs once, at capture, and replays never run it again, so `{site.text}` stops "
+                "advancing while replays go on", where, trace())
+        self._born.clear()
 
     def _trace(self, at: FrameType, read: frames.Where) -> Callable[[], tuple[str, ...]]:
         """How to label the stack from the capture site to the read, should the guard ever report.
@@ -412,6 +497,11 @@ def _root(frame: FrameType, local: Any, site: readplan.ReadSite) -> Optional[tup
     value = local.get(site.root, _MISSING)
     if value is _MISSING or isinstance(value, torch.Tensor):
         return None
+    if site.kind == "super":
+        cls = local.get("__class__")
+        if not isinstance(cls, type) or not isinstance(value, cls):
+            return None
+        return super(cls, value), ("super", id(cls), id(value)), functools.partial(_super, cls, weakref.ref(value))
     if site.kind == "deref" and not site.steps:
         if not guardable(value):
             return None
@@ -419,8 +509,8 @@ def _root(frame: FrameType, local: Any, site: readplan.ReadSite) -> Optional[tup
         if cell is None:
             return None
         return value, ("cell", id(cell)), functools.partial(getattr, cell, "cell_contents")
-    if type(value) in (dict, list, set):
-        return None  # a container passed in: holding it would keep its tensors alive
+    if type(value) in _HELD:  # a container passed in: held for its tensors only (slots), which live anyway
+        return value, ("object", id(value)), functools.partial(_same_object, value)
     return value, ("object", id(value)), None
 
 
@@ -466,6 +556,24 @@ def _library_reads(code: CodeType) -> tuple[tuple[readplan.ReadSite, str], ...]:
 
 def _same_object(value: Any) -> Any:
     return value
+
+
+def _weak(root: Any) -> Callable[[], Any]:
+    try:
+        return weakref.ref(root)
+    except TypeError:
+        return functools.partial(_same_object, root)
+
+
+def _super(cls: type, ref: "weakref.ref[Any]") -> Any:
+    obj = ref()
+    if obj is None:
+        raise LookupError("gone")
+    return super(cls, obj)
+
+
+def _frozen_fetch(fetch: Callable[[], Any]) -> Callable[[], Any]:
+    return lambda: frozen(fetch())
 
 
 

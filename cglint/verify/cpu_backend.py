@@ -23,10 +23,12 @@ SCRIPT_NOTE = (
     "no CUDA device: CPU trace mode with CUDA emulated on the CPU (\"cuda\" devices, .cuda(), streams, "
     "events, generators and graphs run on the CPU). Each captured region ran once on the CPU under the "
     "tracer (syncing operators, host calls, host RNG, data-dependent branches), and each replay() checked "
-    "the Python values the capture read and the parameters and buffers it used (replay guards), then ran "
+    "the Python values the capture read, the tensors it read from dicts, lists and plain objects, and the "
+    "parameters and buffers it used (replay guards), then ran "
     "the capture's operators again on the tensors it recorded, so outputs read after a replay change as on "
     "a GPU (Python values stay as the capture saw them); not checked: real capture errors, replay results "
-    "against eager runs, static inputs rebound or freed before a replay, pool memory and timing. Run on a "
+    "against eager runs, static inputs named by the capture site rebound or freed before a replay, pool "
+    "memory and timing. Run on a "
     "GPU machine for those."
 )
 

@@ -18,7 +18,12 @@ and the re-read guards, typically a handful.
 
 Parameters and buffers of the modules that ran are guarded by identity: rebinding one
 (`.data =`, a new nn.Parameter, a buffer reassigned) is a CG401 finding at the rebinding
-line; so is a buffer rebound inside the captured region itself.
+line; so is a buffer rebound inside the captured region itself. So are tensors the capture
+read from a dict, a list or a plain object (`inputs["x"]`, `batch.x`: slots, re-read with one
+`is` each), reported at the store that rebound them (writers.py).
+
+A functools.partial the capture called is guarded by what it froze: its function, arguments
+and keywords (PartialCall).
 """
 from __future__ import annotations
 
@@ -32,7 +37,7 @@ from typing import Any, Callable, Iterable, Optional
 import torch
 
 from cglint.findings import Related
-from cglint.verify import frames, readplan, watchers
+from cglint.verify import frames, readplan, watchers, writers
 from cglint.verify import rule_codes as rc
 from cglint.verify.recorder import Recorder
 
@@ -45,7 +50,7 @@ CODES = {readplan.VALUE: rc.code_of("frozen-host-value"), readplan.BRANCH: rc.co
 
 def guardable(value: Any) -> bool:
     kind = type(value)
-    if kind in _SCALAR_TYPES or isinstance(value, enum.Enum):
+    if kind in _SCALAR_TYPES or isinstance(value, (enum.Enum, PartialCall)):
         return True
     if kind is tuple or kind is torch.Size:
         return len(value) <= _MAX_TUPLE and all(type(v) in _SCALAR_TYPES for v in value)
@@ -63,6 +68,50 @@ def same(a: Any, b: Any) -> bool:
         return False
 
 
+class PartialCall:
+    """What a functools.partial freezes into a capture that calls it: its function (by identity),
+    arguments and keywords (by value when scalars, else by identity). A partial rebound to an equal
+    one is no change; its `.keywords` changed in place is."""
+
+    __slots__ = ("func", "args", "keywords")
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, p: functools.partial):
+        self.func, self.args, self.keywords = p.func, p.args, dict(p.keywords)
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, PartialCall) and self.func is other.func and len(self.args) == len(other.args)
+                and all(map(_part_same, self.args, other.args)) and self.keywords.keys() == other.keywords.keys()
+                and all(_part_same(v, other.keywords[k]) for k, v in self.keywords.items()))
+
+    def __repr__(self) -> str:
+        parts = [getattr(self.func, "__name__", type(self.func).__name__), *map(repr, self.args)]
+        return f"partial({', '.join(parts + [f'{k}={v!r}' for k, v in self.keywords.items()])})"
+
+
+def _part_same(a: Any, b: Any) -> bool:
+    return a is b or (type(a) is not PartialCall and guardable(a) and same(a, b))
+
+
+def frozen(value: Any) -> Any:
+    """The value a guard keeps for `value`: a partial's frozen call, else the value itself."""
+    return PartialCall(value) if type(value) is functools.partial else value
+
+
+@dataclass
+class Slot:
+    """A tensor the capture read from a dict, a list or a plain object's attribute."""
+
+    text: str  # `inputs['x']`, `batch.x`
+    where: frames.Where  # where the capture read it
+    tensor: "weakref.ref[torch.Tensor]"
+    data_ptr: int
+    fetch: Callable[[], Any]  # the slot's value now; raises when its holder is gone
+    holder: Callable[[], Any]  # the dict, list or object
+    step: tuple[str, Any]  # ("attr", name) or ("item", key)
+    last: Any = None  # the value last reported
+
+
 @dataclass
 class Guard:
     text: str  # `self.temperature`, `config.GUIDANCE`
@@ -72,6 +121,8 @@ class Guard:
     captured: Any
     fetch: Callable[[], Any]  # the value now; raises when its object is gone
     writers: Callable[[], list[Related]] = lambda: []  # where a global is assigned (found statically)
+    holder: Optional[Callable[[], Any]] = None  # the class, object or dict read last, and the key read from it:
+    step: tuple = ()  # their writers are looked for when the value changed (writers.py)
 
 
 @dataclass
@@ -103,15 +154,16 @@ class GuardSet:
         # Device tensors the capture site read by name (`static_x`, `self.static_x`): replays
         # check they are still the captured ones (liveness). Held until the capture ends.
         self.site_tensors: dict[str, torch.Tensor] = {}
+        self.slots: list[Slot] = []
         self._read: list[tuple[Guard, list[tuple[int, str]]]] = []
         self.ref = weakref.ref(self)  # what the watchers' tables hold (see watchers.subscribe)
 
     def __len__(self) -> int:
-        return len(self.polled) + sum(len(v) for v in self.by_key.values())
+        return len(self.polled) + len(self.slots) + sum(len(v) for v in self.by_key.values())
 
     @property
     def pending(self) -> bool:
-        return bool(self.polled or self.dirty or self.events)
+        return bool(self.polled or self.dirty or self.events or self.slots)
 
     # --- building --------------------------------------------------------------
     def seen(self, identity: tuple) -> bool:
@@ -133,13 +185,17 @@ class GuardSet:
                     continue
             except Exception:  # noqa: BLE001 - gone already
                 continue
-            if watched and watchers.installed():
+            if watched and watchers.installed() and type(guard.captured) is not PartialCall:  # keywords change in place
                 for key in watched:
                     self.by_key.setdefault(key, []).append(guard)
                 watchers.subscribe(self, watched)
             else:
                 self.polled.append(guard)
         self._read = []
+        self.slots = [slot for slot in self.slots if _holds(slot)]
+
+    def slot(self, slot: Slot) -> None:
+        self.slots.append(slot)
 
     def bind(self, modules: Iterable[torch.nn.Module]) -> None:
         if not watchers.installed():
@@ -193,6 +249,20 @@ class GuardSet:
                             f"{self.label}; the graph keeps reading the old memory", bound.data_ptr))
 
     # --- the check ---------------------------------------------------------------
+    def _rebound(self, slot: Slot, recorder: Recorder, frame: Optional[FrameType]) -> None:
+        """A slot that holds another tensor: reported at the store that rebound it where it is found."""
+        related, certain = writers.find(slot.holder(), slot.step[0], slot.step[1], frame)
+        read = f"{frames.display_path(slot.where.path)}:{slot.where.line}"
+        what = (f"`{slot.text}` is rebound to another tensor after the capture at {self.label}, which read it at "
+                f"{read}; the graph keeps reading the captured tensor")
+        if certain or len(related) == 1:
+            obs = recorder.observe_at(rc.REBIND_CAPTURED_TENSOR, what, _where(related[0]), (),
+                                      evidence=_replay_note(frame))
+        else:
+            obs = recorder.observe(rc.REBIND_CAPTURED_TENSOR, what, frame)
+            for r in related[:3] if obs is not None else ():
+                obs.relate(r)
+
     def check(self, recorder: Recorder, frame: Optional[FrameType]) -> set[int]:
         """Record what changed since capture; returns the data_ptrs of rebound tensors it reported."""
         explained: set[int] = set()
@@ -205,7 +275,7 @@ class GuardSet:
                 self.last[id(guard)] = now
                 if not same(now, guard.captured):
                     self.changed[id(guard)] = (guard, now)
-                    _report(guard, now, recorder, frame, guard.writers())
+                    _report(guard, now, recorder, frame, guard.writers() or _stores_to(guard, frame))
         if self.dirty:
             dirty, self.dirty = self.dirty, {}
             done: set[int] = set()
@@ -222,6 +292,16 @@ class GuardSet:
                     if not same(now, guard.captured):
                         self.changed[id(guard)] = (guard, now)
                         _report(guard, now, recorder, frame, [writer] if writer else [])
+        for slot in self.slots:
+            try:
+                now = slot.fetch()
+            except Exception:  # noqa: BLE001 - its holder is gone
+                continue
+            if now is slot.last or now is slot.tensor() or not isinstance(now, torch.Tensor):
+                continue
+            slot.last = now
+            self._rebound(slot, recorder, frame)
+            explained.add(slot.data_ptr)
         if self.events:
             events, self.events = self.events, []
             replay = _replay_note(frame)
@@ -244,6 +324,25 @@ def explanation(changes: Iterable[tuple[Guard, Any]]) -> tuple[str, list[Related
     if not parts:
         return "", []
     return "; explained by what the capture froze: " + ", ".join(parts[:3]), related[:3]
+
+
+def _stores_to(guard: Guard, frame: Optional[FrameType]) -> list[Related]:
+    """Where the class, object or dict entry a guard read may have been written."""
+    holder = guard.holder() if guard.holder is not None else None
+    if holder is None or not guard.step:
+        return []
+    try:
+        related, certain = writers.find(holder, guard.step[0], guard.step[1], frame)
+    except Exception:  # noqa: BLE001 - an explanation is never worth a crash
+        return []
+    return related[:1] if certain else related
+
+
+def _holds(slot: Slot) -> bool:
+    try:
+        return slot.fetch() is slot.tensor()
+    except Exception:  # noqa: BLE001 - gone already
+        return False
 
 
 def _where(related: Related) -> frames.Where:

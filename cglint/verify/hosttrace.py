@@ -3,6 +3,11 @@
 It uses sys.setprofile, which is per thread: only the thread that captures is traced,
 and only while it captures. A call counts when the calling frame is user code, so host
 work torch does for itself (timers in its logging, say) is not the user's finding.
+
+A generator that outlives the call (a global, an attribute, a local of the capture site) and
+is stepped inside the capture (`next(gen)`, `gen.send(v)`) advances once, at capture: CG505 at
+that line. sys.monitoring gives `next`'s argument; sys.setprofile gives the generator's frame
+resuming right after the builtin `next` was called, and the generator is found by that frame.
 """
 from __future__ import annotations
 
@@ -15,7 +20,8 @@ import sys
 import threading
 import time
 import warnings
-from types import BuiltinFunctionType, CodeType, FrameType, MethodDescriptorType
+from inspect import CO_GENERATOR
+from types import BuiltinFunctionType, CodeType, FrameType, GeneratorType, MethodDescriptorType
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from cglint.verify import frames, monitor, torchmodes
@@ -52,6 +58,7 @@ class HostTracer:
         self._patched = Patched()  # numpy.random's functions, wrapped while tracing
         self._importing = 0  # module code run by an import is not the region's work
         self._block: Optional[FrameType] = None  # the capture block's frame, while tracing
+        self._next_from: Optional[FrameType] = None  # a user frame that just called the builtin next()
         self._targets = _python_targets()
         self._files = {
             logging.__file__: (rc.LOGGING_IN_CAPTURE, "logging during capture runs once, not on replay"),
@@ -111,6 +118,11 @@ class HostTracer:
             return None
         frame = sys._getframe(1)
         callee = fn
+        if fn is next and type(arg0) is GeneratorType:
+            hit = self._stepped(frame, lambda value: value is arg0)
+            if hit:
+                self.inst.recorder.observe(hit[0], hit[1], frame)
+            return None
         if type(fn) is MethodDescriptorType and arg0 is not sys.monitoring.MISSING:
             fn = fn.__get__(arg0)  # `items.append(x)` arrives as list.append and items: the method, bound
         hit = self._builtin(fn, frame)
@@ -177,6 +189,12 @@ class HostTracer:
                     self.inst.recorder.observe(hit[0], hit[1], frame, weak=hit[1].startswith("`print"))
         elif event == "call":
             code = frame.f_code
+            if self._next_from is not None and code.co_flags & CO_GENERATOR and frame.f_back is self._next_from:
+                caller, self._next_from = self._next_from, None
+                hit = self._stepped(caller, lambda value: getattr(value, "gi_frame", None) is frame)
+                if hit:
+                    self.inst.recorder.observe(hit[0], hit[1], caller)
+                return
             if code.co_name == "_find_and_load" and code.co_filename.startswith("<frozen importlib"):
                 self._importing += 1  # module code run by an import is not the region's work
                 return
@@ -200,14 +218,48 @@ class HostTracer:
             if code.co_filename == random.__file__ and code.co_name.startswith("_"):
                 return
             self.inst.recorder.observe(hit[0], hit[1], caller)
+        elif self._next_from is not None and event in ("c_return", "c_exception"):
+            self._next_from = None  # next() of something that is not a generator
         elif event == "return" and self._importing:
             code = frame.f_code
             if code.co_name == "_find_and_load" and code.co_filename.startswith("<frozen importlib"):
                 self._importing -= 1
 
+    def _stepped(self, caller: FrameType, match: Callable[[Any], bool]) -> Optional[tuple[str, str]]:
+        """CG505 for a generator stepped at `caller` that outlives the call: one held by a global, an
+        attribute of a `self` on the way from the capture site, or a local of a frame that was running
+        when the capture started. A generator made inside the capture starts afresh in every eager call."""
+        frame: Optional[FrameType] = caller
+        started = False
+        while frame is not None:
+            started = started or frame is self._block
+            places = [("", frame.f_globals)]
+            owner = frame.f_locals.get("self")
+            if owner is not None and hasattr(owner, "__dict__"):
+                places.append(("self.", vars(owner)))
+            if started:
+                places.append(("", frame.f_locals))
+            for prefix, space in places:
+                for name, value in list(space.items()):
+                    if started and type(value) in (tuple, list):  # `fn(*args)` at the capture site
+                        value = next((v for v in value if type(v) is GeneratorType and match(v)), value)
+                    if type(value) is GeneratorType and match(value):
+                        return (rc.HOST_COUNTER_IN_CAPTURE, f"`next()` steps the generator `{prefix}{name}` once, at "
+                                "capture; replays never run it again, so it stops advancing while replays go on and "
+                                "the value it gave is frozen")
+            if started:
+                break
+            frame = frame.f_back
+        return None
+
     def _builtin(self, fn: Any, frame: FrameType) -> Optional[tuple[str, str]]:
         owner = getattr(fn, "__self__", None)
         name = getattr(fn, "__name__", "")
+        if fn is next:
+            self._next_from = frame  # the generator's frame resumes next, if it is one (setprofile)
+            return None
+        if type(owner) is GeneratorType and name in ("send", "__next__"):
+            return self._stepped(frame, lambda value: value is owner)
         if fn is print:
             return rc.PRINT_IN_CAPTURE, "`print` during capture runs once, not on replay"
         if fn is open or fn is io.open or fn is input:

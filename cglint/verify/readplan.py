@@ -1,12 +1,17 @@
 """What a code object reads from long-lived Python state, found in its bytecode.
 
-A read is a chain rooted at a local (`self`, an argument), a global or a closure cell,
-followed by attribute loads and constant subscripts: `self.temperature`, `self.cfg["scale"]`,
-`config.GUIDANCE`, `len(self.buffer)`. The bytecode also says what consumes the value: a
+A read is a chain rooted at a local (`self`, an argument), a global, a closure cell or
+`super()`, followed by attribute loads and constant subscripts: `self.temperature`,
+`self.cfg["scale"]`, `config.GUIDANCE`, `len(self.buffer)`, `super().factor`. A chain that is
+called (`self.act(x)`) is a read too: a functools.partial there freezes its arguments. The bytecode also says what consumes the value: a
 conditional jump (a branch), `GET_ITER` (a loop bound), `BUILD_SLICE` (a slice), or
 anything else (an operand of tensor work). That is followed with a small stack model over
 the instructions after the chain; an instruction it does not model ends the walk and the
 read counts as a plain value.
+
+Counters (`self.pos += 1`, `state.step = state.step + 1`, `STEP += 1`) are stores of a
+chain to itself: `counters()` finds them, for the collector to compare the value before the
+capture ran the line with the value after it.
 
 Plans are computed once per code object and cached; they are pure data (no values), so
 the guard collector only evaluates them on the frames a capture ran.
@@ -36,7 +41,7 @@ _STACK = {
 
 @dataclass(frozen=True)
 class ReadSite:
-    kind: str  # "local", "global", "name" (module-level code) or "deref" (a free variable)
+    kind: str  # "local", "global", "name" (module-level code), "deref" (a free variable) or "super"
     root: str
     steps: tuple[tuple[str, Any], ...]  # ("attr", name) | ("item", constant) | ("len", None)
     use: str  # VALUE, BRANCH or SLICE
@@ -50,7 +55,7 @@ class ReadSite:
     # same sites of each layer's forward.
     @functools.cached_property
     def text(self) -> str:
-        out = self.root
+        out = "super()" if self.kind == "super" else self.root
         for step, key in self.steps:
             if step == "attr":
                 out += f".{key}"
@@ -82,7 +87,36 @@ def lines(code: CodeType) -> frozenset[int]:
     """The lines of `code` that hold a read."""
     found = _lines.get(code)
     if found is None:
-        found = _lines[code] = frozenset(site.line for site in plan(code))
+        found = _lines[code] = frozenset(site.line for site in plan(code)) | frozenset(counter_lines(code))
+    return found
+
+
+_counters: dict[CodeType, tuple[ReadSite, ...]] = {}
+
+
+def counters(code: CodeType) -> tuple[ReadSite, ...]:
+    """The counters `code` advances: a chain stored back with a value computed from itself."""
+    found = _counters.get(code)
+    if found is None:
+        try:
+            found = tuple(_scan_counters(code))
+        except Exception:  # noqa: BLE001 - bytecode this scanner does not know
+            found = ()
+        _counters[code] = found
+    return found
+
+
+_counter_lines: dict[CodeType, dict[int, tuple[ReadSite, ...]]] = {}
+
+
+def counter_lines(code: CodeType) -> dict[int, tuple[ReadSite, ...]]:
+    """The counters of `code` by line (what a line event evaluates before the line runs)."""
+    found = _counter_lines.get(code)
+    if found is None:
+        found = {}
+        for site in counters(code):
+            found[site.line] = found.get(site.line, ()) + (site,)
+        _counter_lines[code] = found
     return found
 
 
@@ -127,16 +161,47 @@ def _attr(ins: dis.Instruction) -> Optional[str]:
     return ins.argval
 
 
+def _method(ins: dis.Instruction) -> Optional[str]:
+    """The attribute a method load reads (`obj.meth(...)`)."""
+    if ins.opname == "LOAD_METHOD" or (ins.opname in ("LOAD_ATTR", "LOAD_SUPER_ATTR") and _PY312 and (ins.arg or 0) & 1):
+        return ins.argval
+    return None
+
+
+def _super(insts: list, i: int, code: CodeType) -> Optional[tuple[int, list]]:
+    """`super()` at instruction i: (the index after it, the steps it starts with), or None.
+    3.11 calls super() and loads the attribute; 3.12 loads `__class__` and self, then LOAD_SUPER_ATTR."""
+    ins = insts[i]
+    if ins.opname != "LOAD_GLOBAL" or ins.argval != "super" or not code.co_argcount:
+        return None
+    if _PY312:
+        if i + 3 < len(insts) and insts[i + 1].argval == "__class__" and insts[i + 3].opname == "LOAD_SUPER_ATTR":
+            name = insts[i + 3].argval
+            return (i + 4, [("attr", name)]) if not (insts[i + 3].arg or 0) & 1 else (i + 4, [("call", name)])
+        return None
+    k = i + 1
+    if k < len(insts) and insts[k].opname == "PRECALL":
+        k += 1
+    if k < len(insts) and insts[k].opname == "CALL" and insts[k].arg == 0:
+        return k + 1, []
+    return None
+
+
 def _scan(code: CodeType):
     insts = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
     i, n = 0, len(insts)
     while i < n:
-        root = _root(insts[i], code)
+        root, start, j, steps = _root(insts[i], code), insts[i], i + 1, []
+        sup = _super(insts, i, code)
+        if sup is not None:
+            root, (j, steps) = ("super", code.co_varnames[0]), sup
         if root is None:
             i += 1
             continue
-        start, j, steps = insts[i], i + 1, []
-        while j < n:
+        called = bool(steps) and steps[-1][0] == "call"
+        if called:
+            steps[-1] = ("attr", steps[-1][1])
+        while j < n and not called:
             name = _attr(insts[j])
             if name is not None:
                 steps.append(("attr", name))
@@ -145,22 +210,104 @@ def _scan(code: CodeType):
                     and isinstance(insts[j].argval, (str, int)):
                 steps.append(("item", insts[j].argval))
                 j += 2
+            elif _method(insts[j]) is not None:
+                # A call of the chain: the chain itself stays a read (`self.mode.startswith(...)`),
+                # and the callable is one (a partial freezes its arguments).
+                if steps or root[0] not in ("local", "super"):
+                    site = _site(root, tuple(steps), _use(insts, j), start, insts[j - 1])
+                    if site is not None:
+                        yield site
+                steps.append(("attr", insts[j].argval))
+                called = True
+                j += 1
             else:
                 break
         last = insts[j - 1]
-        j, steps = _len_call(insts, i, j, steps)
-        if root[0] == "local" and not steps:
+        if not called:
+            j, steps = _len_call(insts, i, j, steps)
+        if root[0] in ("local", "super") and not steps:
             i = j
             continue
-        pos, end = start.positions, last.positions
-        if pos is None or pos.lineno is None:
-            i = j
-            continue
-        end_line = (end.end_lineno if end else None) or pos.lineno
-        end_col = (end.end_col_offset if end else None) or pos.col_offset or 0
-        yield ReadSite(root[0], root[1], tuple(steps), _use(insts, j), pos.lineno, (pos.col_offset or 0) + 1,
-                       end_line, end_col + 1, start.offset)
+        site = _site(root, tuple(steps), VALUE if called else _use(insts, j), start, last)
+        if site is not None:
+            yield site
         i = j
+
+
+def _site(root: tuple[str, str], steps: tuple, use: str, start: dis.Instruction, last: dis.Instruction) -> Optional[ReadSite]:
+    pos, end = start.positions, last.positions
+    if pos is None or pos.lineno is None:
+        return None
+    end_line = (end.end_lineno if end else None) or pos.lineno
+    end_col = (end.end_col_offset if end else None) or pos.col_offset or 0
+    return ReadSite(root[0], root[1], steps, use, pos.lineno, (pos.col_offset or 0) + 1, end_line, end_col + 1,
+                    start.offset)
+
+
+def _scan_counters(code: CodeType):
+    """`X.a += 1` (chain, COPY 1, LOAD_ATTR a, ..., SWAP 2, STORE_ATTR a), `X[k] += 1` (chain, LOAD_CONST k,
+    COPY 2, COPY 2, BINARY_SUBSCR, ..., STORE_SUBSCR), `X.a = X.a + 1` (a read of X.a, then X and STORE_ATTR a
+    on the line) and `G += 1` of a global (LOAD_GLOBAL G, ..., STORE_GLOBAL G)."""
+    insts = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
+    reads = {(s.line, s.text): s for s in plan(code)}
+    for k, ins in enumerate(insts):
+        line = ins.positions.lineno if ins.positions else None
+        if ins.opname == "STORE_GLOBAL":
+            site = reads.get((line, ins.argval))
+            if site is not None and site.kind == "global" and _computed(insts, k):
+                yield site
+        elif ins.opname in ("STORE_ATTR", "STORE_SUBSCR"):
+            site = _augmented_target(insts, k, code)
+            if site is None and ins.opname == "STORE_ATTR":
+                target = _chain_before(insts, k, code)
+                if target is not None:
+                    site = reads.get((line, f"{target}.{ins.argval}"))
+            if site is not None:
+                yield site
+
+
+def _computed(insts: list, k: int) -> bool:
+    """The value stored at k was computed by an operator (`x + 1`), not loaded as it is."""
+    return k > 0 and insts[k - 1].opname in ("BINARY_OP", "SWAP")
+
+
+def _chain_before(insts: list, k: int, code: CodeType) -> Optional[str]:
+    """The text of the plain chain (root and attributes) loaded just before instruction k."""
+    names, m = [], k - 1
+    while m >= 0 and _attr(insts[m]) is not None:
+        names.append(insts[m].argval)
+        m -= 1
+    root = _root(insts[m], code) if m >= 0 else None
+    if root is None:
+        return None
+    return ".".join([root[1], *reversed(names)])
+
+
+def _augmented_target(insts: list, k: int, code: CodeType) -> Optional[ReadSite]:
+    """The chain an augmented assignment ending at store k writes (`self.pos += 1`)."""
+    ins = insts[k]
+    want = ("COPY", 1) if ins.opname == "STORE_ATTR" else ("COPY", 2)
+    for m in range(k - 1, max(k - 40, 0), -1):
+        op = insts[m]
+        if (op.opname, op.arg) != want:
+            continue
+        if ins.opname == "STORE_ATTR":
+            if m + 1 >= k or _attr(insts[m + 1]) != ins.argval:
+                return None
+            end, step = m, ("attr", ins.argval)
+        else:
+            if insts[m - 1].opname != "LOAD_CONST" or not isinstance(insts[m - 1].argval, (str, int)):
+                continue  # the second COPY 2 of the pair
+            end, step = m - 1, ("item", insts[m - 1].argval)
+        names, j = [], end - 1
+        while j >= 0 and _attr(insts[j]) is not None:
+            names.append(("attr", insts[j].argval))
+            j -= 1
+        root = _root(insts[j], code) if j >= 0 else None
+        if root is None or root[0] == "name":
+            return None
+        return _site(root, tuple(reversed(names)) + (step,), VALUE, insts[j], insts[k])
+    return None
 
 
 def _len_call(insts: list, i: int, j: int, steps: list) -> tuple[int, list]:

@@ -51,6 +51,7 @@ PRINT_IN_CAPTURE = code_of("print-in-capture")
 LOGGING_IN_CAPTURE = code_of("logging-in-capture")
 FILE_IO_IN_CAPTURE = code_of("file-io-in-capture")
 HOST_CONTAINER_MUTATION_IN_CAPTURE = code_of("host-container-mutation-in-capture")
+HOST_COUNTER_IN_CAPTURE = code_of("host-counter-in-capture")
 TIMER_IN_CAPTURE = code_of("timer-in-capture")
 # frozen-scalar, dynamic-shape, memory, setup
 REPLAY_DIVERGES = code_of("replay-diverges")

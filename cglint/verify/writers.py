@@ -1,0 +1,157 @@
+"""Where a slot a capture read was written since: `inputs["x"] = ...`, `batch.x = ...`, `cls.gain = ...`.
+
+Dicts, lists, classes and plain objects are not watched between replays: a hook on their
+writes would cost every write of the program, and the guards only need the writer once a
+slot is found changed. Then the stores to that key are looked for in the bytecode of the
+code that can have run them: the frame that replays first (a script's loop), where a store
+whose target evaluates to the same holder is certain; then the functions and methods of the
+modules of that frame and of the holder's class, where the key alone matches.
+"""
+from __future__ import annotations
+
+import dis
+import sys
+from types import CodeType, FrameType, FunctionType
+from typing import Any, Optional
+
+from cglint.findings import Related
+from cglint.verify import frames
+
+# (line, column, (kind, root, attributes) of the holder, or None when it is not a chain of names)
+Store = tuple[int, int, Optional[tuple[str, str, tuple[str, ...]]]]
+_stores: dict[tuple[CodeType, str, Any], tuple[Store, ...]] = {}
+
+
+def stores(code: CodeType, step: str, key: Any) -> tuple[Store, ...]:
+    """The stores `HOLDER.key = v` (step "attr") or `HOLDER[key] = v` (step "item") in `code`, its nested
+    code included; HOLDER is a chain of a name and attributes."""
+    found = _stores.get((code, step, key))
+    if found is None:
+        found = _stores[(code, step, key)] = tuple(_scan(code, step, key))
+    return found
+
+
+def _scan(code: CodeType, step: str, key: Any):
+    insts = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
+    for k, ins in enumerate(insts):
+        if step == "attr" and ins.opname == "STORE_ATTR" and ins.argval == key:
+            end = k
+        elif step == "item" and ins.opname == "STORE_SUBSCR" and k and insts[k - 1].opname == "LOAD_CONST" \
+                and insts[k - 1].argval == key:
+            end = k - 1
+        else:
+            continue
+        attrs, m = [], end - 1
+        while m >= 0 and insts[m].opname == "LOAD_ATTR" and not (sys.version_info >= (3, 12) and (insts[m].arg or 0) & 1):
+            attrs.append(insts[m].argval)
+            m -= 1
+        if m < 0 or not insts[m].positions or insts[m].positions.lineno is None:
+            continue
+        root = insts[m]
+        kind = {"LOAD_FAST": "local", "LOAD_GLOBAL": "global", "LOAD_NAME": "name", "LOAD_DEREF": "deref"}.get(root.opname)
+        if kind is None:  # `type(self).x = ...`: a call's result, matched by the key alone
+            at = ins.positions
+            yield at.lineno, (at.col_offset or 0) + 1, None
+            continue
+        yield root.positions.lineno, (root.positions.col_offset or 0) + 1, (kind, root.argval, tuple(reversed(attrs)))
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            yield from _scan(const, step, key)
+
+
+def _evaluate(frame: FrameType, holder: tuple[str, str, tuple[str, ...]]) -> Any:
+    kind, root, attrs = holder
+    space = frame.f_globals if kind == "global" else frame.f_locals
+    value = space.get(root, frame.f_globals.get(root)) if kind == "name" else space.get(root)
+    for attr in attrs:
+        value = getattr(value, attr, None)
+    return value
+
+
+def find(holder: Any, step: str, key: Any, frame: Optional[FrameType]) -> tuple[list[Related], bool]:
+    """Where `holder`'s slot may have been written: (related locations, best first; whether the first is
+    certain: a store in the replaying frame whose target is `holder` itself)."""
+    if frame is None:
+        return [], False
+    owners = _owners(holder, step, key)
+    caller: Optional[FrameType] = frame
+    for _ in range(4):  # the replaying frame, then its callers (`check()` replays, the script wrote)
+        if caller is None:
+            break
+        certain = []
+        for line, column, target in stores(caller.f_code, step, key):
+            try:
+                if target is not None and any(_evaluate(caller, target) is o for o in owners):
+                    certain.append((line, column))
+            except Exception:  # noqa: BLE001 - a property that raises: not this store
+                continue
+        if certain:
+            # The store nearest before the replay (or the call that led to it) ran last; in a loop,
+            # a store after that line runs before the next one.
+            here = caller.f_lineno
+            before = [c for c in certain if c[0] < here]
+            line, column = max(before) if before else max(certain)
+            path = frames.display_path(caller.f_code.co_filename)
+            return [Related(path, line, column, "the value is changed here")], True
+        caller = frames.user_frame(caller.f_back)
+    found: list[Related] = []
+    for code in _codes(frame, owners[-1]):
+        for line, column, target in stores(code, step, key):
+            if target is not None and target[0] in ("global", "name"):
+                try:
+                    if not any(_evaluate_global(code, target) is o for o in owners):
+                        continue
+                except Exception:  # noqa: BLE001
+                    continue
+            related = Related(frames.display_path(code.co_filename), line, column, "the value may be changed here")
+            if related not in found:
+                found.append(related)
+    return found, False
+
+
+def _owners(holder: Any, step: str, key: Any) -> list[Any]:
+    """The objects a write to the slot may have gone to: the holder and, for an attribute the holder
+    inherits (`self.gain`, `super().factor`), the classes of its MRO that define it, nearest last."""
+    if step != "attr":
+        return [holder]
+    if isinstance(holder, super):
+        mro = holder.__self_class__.__mro__
+        classes = mro[mro.index(holder.__thisclass__) + 1:]
+        owners = []
+    else:
+        classes = holder.__mro__ if isinstance(holder, type) else type(holder).__mro__
+        owners = [holder]
+    defining = [c for c in classes if key in vars(c)]
+    return owners + defining[:1] if defining else owners or [holder]
+
+
+_globals_of: dict[CodeType, dict] = {}
+
+
+def _evaluate_global(code: CodeType, target: tuple[str, str, tuple[str, ...]]) -> Any:
+    value = _globals_of[code].get(target[1])
+    for attr in target[2]:
+        value = getattr(value, attr, None)
+    return value
+
+
+def _codes(frame: FrameType, holder: Any) -> list[CodeType]:
+    """The user functions and methods of the replaying frame's module and of the holder's class's
+    module, initialisers left out (they run before the capture)."""
+    spaces = [frame.f_globals]
+    owner = holder if isinstance(holder, (type, super)) else type(holder)
+    owner = owner.__thisclass__ if isinstance(owner, super) else owner
+    module = sys.modules.get(getattr(owner, "__module__", "") or "")
+    if module is not None and vars(module) is not frame.f_globals:
+        spaces.append(vars(module))
+    codes: list[CodeType] = []
+    for space in spaces:
+        for value in list(space.values()):
+            members = vars(value).values() if isinstance(value, type) and value.__module__ == space.get("__name__") else (value,)
+            for member in members:
+                fn = getattr(member, "__func__", getattr(member, "fget", member))
+                if isinstance(fn, FunctionType) and fn.__globals__ is space and frames.is_user_code(fn.__code__) \
+                        and fn.__name__ not in ("__init__", "__post_init__"):
+                    _globals_of[fn.__code__] = space
+                    codes.append(fn.__code__)
+    return codes
