@@ -147,6 +147,9 @@ class Collector:
             user = frames.is_user_code(code)
         if user:
             if not monitor.followed(code):
+                if code.co_name == "__init__" and threading.get_ident() == self.thread:  # a dataclass's (exec)
+                    self._born.add(id(sys._getframe(1).f_locals.get("self")))
+                    return None  # every call: each makes a new object
                 return sys.monitoring.DISABLE
             if monitor.importing(sys._getframe(1)):
                 return None  # module code run by an import is not the region's work; ask again after it
@@ -196,6 +199,8 @@ class Collector:
             user = frames.is_user_code(code)
         if user:
             if code.co_name == "<module>" or code.co_filename.startswith("<"):
+                if code.co_name == "__init__":  # a dataclass's: its object is new
+                    self._born.add(id(frame.f_locals.get("self")))
                 return previous  # module code run by an import; code made by exec (dataclass __init__)
             self._lines[frame] = set()
             mine = self._local
@@ -383,7 +388,10 @@ class Collector:
             return  # the capture block's own bookkeeping (`self.captures += 1`) runs once on purpose
         try:
             local = frame.f_locals
+            code = frame.f_code
             for site in counters:
+                if site.kind == "local" and site.root not in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]:
+                    continue  # an object this call made or looked up (`stats = {}`): not known to outlive it
                 rooted = _root(frame, local, site)
                 if rooted is None:
                     continue

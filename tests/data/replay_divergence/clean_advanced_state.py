@@ -1,6 +1,8 @@
 """The twin of advanced_state.py: a position saved and restored within the call, a step
 counter kept in a device tensor and advanced in place, a counter on an object the captured
-code builds, and a generator the captured code makes: replays match eager calls."""
+code builds (a class and a dataclass), and a generator the captured code makes: replays match eager calls."""
+import dataclasses
+
 import torch
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -23,6 +25,16 @@ class Scratch:
         self.uses = 0
 
 
+@dataclasses.dataclass
+class Tally:
+    n: int = 0
+
+
+def bump(tally):
+    tally.n += 1
+    return tally.n
+
+
 class Decoder:
     def __init__(self, cache):
         self.cache = cache
@@ -40,7 +52,7 @@ def train_step(x, state):
     state.step += 1
     scratch = Scratch()
     scratch.uses += 1
-    return x * (1.0 / state.step) * scratch.uses
+    return x * (1.0 / state.step) * scratch.uses * bump(Tally())
 
 
 def decayed(x):
