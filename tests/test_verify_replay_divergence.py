@@ -74,6 +74,7 @@ def test_partials_and_module_state_say_what_changed(tmp_path, monkeypatch, capfd
     assert "`SOFTCAP` was partial(clamp, min=-4.0, max=4.0) at capture and is partial(clamp, min=-4.0, max=1.0)" in \
         by_line[line_of(case, "y = SOFTCAP(y)")]
     assert "`alpha` was 0.5" in by_line[line_of(case, "a * alpha")]
+    assert related(findings, line_of(case, "a * alpha")) == [line_of(case, "alpha = value")]  # the nonlocal write
     assert "`FEATURES` was <Feature.NONE: 0>" in by_line[line_of(case, "in FEATURES")]
     assert related(findings, line_of(case, 'SETTINGS["scale"], x')) == [line_of(case, 'SETTINGS["scale"] = scale')]
     assert related(findings, line_of(case, "y = self.act(x)")) == [line_of(case, "head.act = functools.partial(scaled, scale=3.0)")]
@@ -87,7 +88,7 @@ def test_rebound_inputs_and_advanced_state_say_what_the_graph_keeps(tmp_path, mo
     findings, _ = verify("advanced_state.py", tmp_path, monkeypatch, capfd)
     by_line = {f["line"]: f["message"] for f in findings}
     assert "`self.pos` is advanced by captured code: 1 before the capture, 2 after it" in \
-        by_line[line_of("advanced_state.py", "self.pos += 1")]
+        by_line[line_of("advanced_state.py", "self.pos += 1  #")]
     assert "the generator `schedule`" in by_line[line_of("advanced_state.py", "next(schedule)")]
 
 

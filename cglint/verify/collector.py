@@ -30,7 +30,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from cglint.findings import Related
-from cglint.verify import frames, monitor, readplan, torchmodes, watchers
+from cglint.verify import frames, monitor, readplan, torchmodes, watchers, writers
 from cglint.verify import rule_codes as rc
 from cglint.verify.guards import CODES, Guard, GuardSet, PartialCall, Slot, frozen, guardable, same
 from cglint.verify.recorder import Recorder
@@ -355,8 +355,11 @@ class Collector:
         fetch = _fetcher(get_root, site.steps)
         if type(value) is PartialCall:
             fetch = _frozen_fetch(fetch)
-        guard = Guard(site.text, code, where, self._trace(at, where), value, fetch,
-                      _writers_of(frame, site, holder, self._site_codes, self.recorder))
+        if site.kind == "deref" and not site.steps and isinstance(get_root, functools.partial):
+            found = functools.partial(writers.cell_stores, get_root.args[0], site.root)  # get_root reads the cell
+        else:
+            found = _writers_of(frame, site, holder, self._site_codes, self.recorder)
+        guard = Guard(site.text, code, where, self._trace(at, where), value, fetch, found)
         if site.steps and site.steps[-1][0] in ("attr", "item") and not isinstance(holder, (ModuleType, torch.nn.Module)):
             guard.holder, guard.step = _fetcher(get_root, site.steps[:-1]), site.steps[-1]
         watched = watched if watchable else []

@@ -5,11 +5,13 @@ writes would cost every write of the program, and the guards only need the write
 slot is found changed. Then the stores to that key are looked for in the bytecode of the
 code that can have run them: the frame that replays first (a script's loop), where a store
 whose target evaluates to the same holder is certain; then the functions and methods of the
-modules of that frame and of the holder's class, where the key alone matches.
+modules of that frame and of the holder's class, where the key alone matches. A closure cell's
+writers are the functions that share the cell (`nonlocal x; x = ...`), found through it.
 """
 from __future__ import annotations
 
 import dis
+import gc
 import sys
 from types import CodeType, FrameType, FunctionType
 from typing import Any, Optional
@@ -155,3 +157,22 @@ def _codes(frame: FrameType, holder: Any) -> list[CodeType]:
                     _globals_of[fn.__code__] = space
                     codes.append(fn.__code__)
     return codes
+
+
+def cell_stores(cell: Any, name: str) -> list[Related]:
+    """The `nonlocal` assignments to `cell`: in the functions whose closure holds it (the function
+    that made the cell assigned it before any capture and holds no closure of it)."""
+    found: list[Related] = []
+    for closure in gc.get_referrers(cell):
+        if type(closure) is not tuple:
+            continue
+        for fn in gc.get_referrers(closure):
+            if not isinstance(fn, FunctionType) or fn.__closure__ is not closure:
+                continue
+            for ins in dis.get_instructions(fn.__code__):
+                if ins.opname == "STORE_DEREF" and ins.argval == name and ins.positions and ins.positions.lineno:
+                    related = Related(frames.display_path(fn.__code__.co_filename), ins.positions.lineno,
+                                      (ins.positions.col_offset or 0) + 1, f"`{name}` is assigned here (nonlocal)")
+                    if related not in found:
+                        found.append(related)
+    return found
