@@ -251,7 +251,10 @@ class GuardSet:
     # --- the check ---------------------------------------------------------------
     def _rebound(self, slot: Slot, recorder: Recorder, frame: Optional[FrameType]) -> None:
         """A slot that holds another tensor: reported at the store that rebound it where it is found."""
-        related, certain = writers.find(slot.holder(), slot.step[0], slot.step[1], frame)
+        try:
+            related, certain = writers.find(slot.holder(), slot.step[0], slot.step[1], frame)
+        except Exception:  # noqa: BLE001 - where it was written is never worth breaking a replay
+            related, certain = [], False
         read = f"{frames.display_path(slot.where.path)}:{slot.where.line}"
         what = (f"`{slot.text}` is rebound to another tensor after the capture at {self.label}, which read it at "
                 f"{read}; the graph keeps reading the captured tensor")

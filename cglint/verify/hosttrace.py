@@ -229,6 +229,12 @@ class HostTracer:
         """CG505 for a generator stepped at `caller` that outlives the call: one held by a global, an
         attribute of a `self` on the way from the capture site, or a local of a frame that was running
         when the capture started. A generator made inside the capture starts afresh in every eager call."""
+        try:
+            return self._held(caller, match)
+        except Exception:  # noqa: BLE001 - never worth breaking the user's capture
+            return None
+
+    def _held(self, caller: FrameType, match: Callable[[Any], bool]) -> Optional[tuple[str, str]]:
         frame: Optional[FrameType] = caller
         started = False
         while frame is not None:
