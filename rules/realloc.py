@@ -10,7 +10,7 @@ from typing import Optional
 
 import libcst as cst
 
-from cglint.engine.syntax import assigned_names, code_of, descendants
+from cglint.engine.syntax import assigned_names, code_of, descendants, named_attribute_write
 from cglint.engine.values import Kind
 from cglint.rule import REPLAY, Hit, Rule
 
@@ -22,6 +22,8 @@ def _captured_target(target: cst.BaseExpression, value: Optional[cst.BaseExpress
             return target.value
     if ctx.captured_attribute(target) and not _capture_machinery(target, value, ctx):
         return code_of(target)
+    if ctx.captured_attribute(target, anywhere=True) and ctx.value(target).kind is not Kind.HOST and not _capture_machinery(target, value, ctx):
+        return code_of(target)  # a tensor attribute captured code read (`self.inv_freq`); numbers are CG601's
     return code_of(target) if _replaces_parameter(target, value, ctx) else ""
 
 
@@ -91,7 +93,7 @@ class RebindCaptured(Rule):
         "Safe when shapes and dtypes match: `--fix` writes `name.copy_(value)`, which puts the values the "
         "rebinding meant where the graph reads them (a value of another shape now raises instead of being ignored)."
     )
-    nodes = (cst.Assign, cst.AnnAssign)
+    nodes = (cst.Assign, cst.AnnAssign, cst.Call)
     invalid = (
         '''
 import torch
@@ -154,6 +156,37 @@ for checkpoint in checkpoints:
     model.bias = torch.nn.Parameter(checkpoint["bias"].cuda())  # expect: CG401
     g.replay()
 ''',
+        '''
+import torch
+from torch import nn
+
+class Rotary(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.register_buffer("inv_freq", torch.ones(dim // 2))
+
+    def grow(self, base):
+        self.register_buffer("inv_freq", 1.0 / base ** torch.arange(0, 1, 0.1, device="cuda"))  # expect: CG401
+
+    def forward(self, t):
+        return t[:, None] * self.inv_freq
+
+class Decoder:
+    def __init__(self, rotary, t):
+        self.rotary = rotary
+        self.static_t = t
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.out = rotary(self.static_t)
+
+    def __call__(self, t, base):
+        self.rotary.grow(base)
+        self.static_t.copy_(t)
+        self.graph.replay()
+        return self.out.clone()
+
+decoder = Decoder(Rotary(8).cuda(), torch.zeros(4, device="cuda"))
+''',
     )
     valid = (
         '''
@@ -172,6 +205,14 @@ for batch in loader:
     )
 
     def check(self, node, ctx):
+        if ctx.first_call_only:
+            return  # `if self.static_x is None: self.static_x = x.clone()`: bound before the capture
+        if isinstance(node, cst.Call):  # `self.register_buffer("inv_freq", new)`, `setattr(obj, "x", t)`
+            target = named_attribute_write(node)
+            name = _captured_target(target, node.args[-1].value, ctx) if target is not None else ""
+            if name and ctx.replay_follows():
+                yield Hit(node, {"name": name, "kept": _kept_by_graph(ctx.value(target))}, capture=ctx.capture_using(target))
+            return
         targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
         for target in targets:
             for leaf in assigned_names(target):

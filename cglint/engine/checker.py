@@ -27,7 +27,7 @@ from cglint.engine.project import Project
 from cglint.engine.reach_graph import ReachGraph, marker_node
 from cglint.engine.replay_writes import ANY_CONTAINER, ANY_ITEM, ANY_OWNER, ITEM, argument_keys, attribute_key, attribute_write_keys, item_keys, reachable, restored_state, writes_of
 from cglint.engine.scope import Scope, initial_env
-from cglint.engine.state import StateFacts
+from cglint.engine.state import Change, StateFacts
 from cglint.engine.syntax import call_method, called_names, callee_name, calls_in, code_of, decorator_callee, descendants, dotted_name, identifiers, item_name
 from cglint.engine.values import TENSOR, Kind, Value, evaluate, output_root
 from cglint.engine.walk import Mode, Walker
@@ -112,6 +112,11 @@ class Engine:
         self._replayers: dict[int, FunctionInfo] = {}  # functions that call replay() or a compiled function
         self._compiled_names: set[str] = set()
         self._host_writes: dict[tuple, list] = {}
+        self._region_reads: dict[int, set[str]] = {}  # id(class) -> `self.` attributes captured code read
+        self._drivers: set[int] = set()  # replay only through calls of functions that replay
+        self._lazy_capturers: set[int] = set()  # functions that capture in first-call-only branches
+        self._eager_capturers: set[int] = set()  # and those that capture on every call
+        self._host_keys: Optional[tuple[int, set]] = None  # (captures known, their host functions' keys)
         self._capturing_callers: dict[int, FunctionInfo] = {}  # functions that capture through a call
         self._host_calls: list[tuple] = []  # (caller, callees or None, call, env, after_capture)
         self._calls_by_caller: dict[int, list[tuple]] = {}  # caller key -> (resolved callees, call)
@@ -215,7 +220,7 @@ class Engine:
         finally:
             self.project.only_capturing = False
         helpers = {h.name.rsplit(".", 1)[-1] for h in self._helpers.values() if h.context or h.callable_params}
-        return helpers | self._compiled_names | self._capturing_function_names()
+        return helpers | self._compiled_names | self._capturing_function_names() | self._replaying_function_names()
 
     def _capturing_function_names(self) -> set[str]:
         """Functions that capture their own body when called (`engine.capture_all()`, a runner
@@ -231,6 +236,15 @@ class Engine:
             elif not function.name.startswith("__") and function.name not in _GENERIC_NAMES:
                 names.add(function.name)
         return names
+
+    def _replaying_function_names(self) -> set[str]:
+        """Functions that replay a graph captured elsewhere (`runner.execute_model(x)`): their
+        callers run between replays too (a serving engine's `step()` updating the sampling
+        parameters, then calling the runner)."""
+        return {
+            f.name for f in self._replayers.values()
+            if f.qualname != "<module>" and not f.name.startswith("__") and f.name not in _GENERIC_NAMES and not self._captures_here(f)
+        }
 
     def _guarded(self, module: ModuleInfo, work: Callable[[], None]) -> None:
         # One broken construct must not cost the user the findings of every other file.
@@ -405,22 +419,65 @@ class Engine:
         that call runs before the capture."""
         self._capturing_callers[function.key] = function
 
-    def between_replays(self, function: FunctionInfo, after_capture: bool) -> bool:
-        """Whether code of `function` runs between replays: after a capture in it, or in a
-        function that replays a graph captured elsewhere."""
-        return after_capture or (self.calls_replay(function) and not self._captures_here(function))
+    def between_replays(self, function: FunctionInfo, after_capture: bool, statement: Optional[cst.CSTNode] = None) -> bool:
+        """Whether code of `function` (statement `statement`, where known) runs between
+        replays: after a capture in it, or in a function that replays a graph captured
+        elsewhere; in one that replays through calls, in a loop that makes them."""
+        if after_capture:
+            return True
+        if not self.calls_replay(function) or self._captures_here(function):
+            return False
+        return function.key not in self._drivers or (statement is not None and self._in_replay_loop(function, statement))
 
-    def runs_replay_rules(self, function: FunctionInfo, after_capture: bool) -> bool:
+    def _in_replay_loop(self, function: FunctionInfo, node: cst.CSTNode) -> bool:
+        """Whether the statement (or the call) is in a loop of `function` that replays."""
+        index, replays, loops, _ = self._statement_order(function)
+        position = index.get(id(node))
+        if position is None:
+            position = self._call_statements(function).get(id(node))
+        if position is None:
+            return False
+        return any(start <= position <= end and any(start <= r <= end for r in replays) for start, end in loops)
+
+    def _call_statements(self, function: FunctionInfo) -> dict[int, int]:
+        """id(call) -> the position of the statement that makes it (statement order)."""
+        def build() -> dict[int, int]:
+            index = self._statement_order(function)[0]
+            found: dict[int, int] = {}
+            for node in descendants(function.node):
+                if isinstance(node, cst.SimpleStatementLine) and id(node) in index:
+                    found.update((id(call), index[id(node)]) for call in calls_in([node]))
+            return found
+        return self.project.cached(("call-statements", function.key), build, {})  # type: ignore[return-value]
+
+    def runs_replay_rules(self, function: FunctionInfo, after_capture: bool, statement: Optional[cst.CSTNode] = None) -> bool:
         """Where rules about code between replays look: code between replays, and code that
         calls a graph runner's replaying method (`logits.append(runner.run(x))`). The second
         is matched by name where the runner's class is unknown, too loose to count its writes
         as changing state between replays: a `main()` of another script would reach them."""
-        if self.between_replays(function, after_capture) or function.key in self._replay_preludes():
+        if self.between_replays(function, after_capture, statement) or function.key in self._replay_preludes():
             return True
         return function.key in self._runners_known()[1] and not self._captures_here(function)
 
     def _captures_here(self, function: FunctionInfo) -> bool:
-        return self.captures_in(function) or function.key in self._capturing_callers
+        """It captures: a region, a callable it graphs or compiles (`make_graphed_callables`,
+        whose replays follow in the same function), or a call of a capturing function. A
+        runner that captures lazily (`if self.graph is None: self.capture()`, then replay())
+        only replays once its first call is over: its code runs between replays then."""
+        key = function.key
+        if key in self._lazy_capturers and key not in self._eager_capturers:
+            return False
+        return self.captures_in(function) or key in self._capturing_callers or key in self._hosts()
+
+    def note_capturer(self, function: FunctionInfo, lazily: bool) -> None:
+        (self._lazy_capturers if lazily else self._eager_capturers).add(function.key)
+
+    def _hosts(self) -> set:
+        if self._host_keys is None or self._host_keys[0] != len(self._captures):
+            # A compiled function captures when first called, not where it is compiled.
+            hosts = {c.host.key for c in self._captures.values() if c.host is not None and c.kind is not CaptureKind.COMPILED}
+            self._host_keys = (len(self._captures), hosts)
+        return self._host_keys[1]
 
     def changed_between_replays(self, key: tuple, reader: FunctionInfo, read: Optional[cst.CSTNode] = None) -> Optional[FunctionInfo]:
         """The function that changes this name or attribute, read by `reader` (in statement
@@ -437,7 +494,7 @@ class Engine:
                 continue  # `bs = pad(n); graphs[bs].replay()`: it picks a graph, each keeps its own value
             if function is reader and statement is not None and read is not None and self.runs_before(function, statement, read):
                 continue  # set after one capture, before the next that reads it (triton's do_bench_cudagraph)
-            if self.between_replays(function, after_capture) and not self._separate_programs(function.module, reader.module):
+            if self.between_replays(function, after_capture, statement) and not self._separate_programs(function.module, reader.module):
                 return function, statement
         return None
 
@@ -488,7 +545,7 @@ class Engine:
         (`between`), or only calls spelled with the name `named` (or not spelled with a name at
         all). Resolving every host call of torch's tree was a tenth of its run."""
         for caller, callees, call, env, after_capture in self._host_calls:
-            in_loop = self.between_replays(caller, after_capture)
+            in_loop = self.between_replays(caller, after_capture, call)
             if between is not None and in_loop != between:
                 continue
             if callees is None:
@@ -558,7 +615,14 @@ class Engine:
     def is_compiled_name(self, name: Optional[str]) -> bool:
         return bool(name) and name in self._compiled_names
 
-    def note_replay(self, function: FunctionInfo) -> None:
+    def note_replay(self, function: FunctionInfo, through: bool = False) -> None:
+        """`function` replays a graph; `through` a call of a function that replays (a serving
+        loop calling `runner.execute(x)`): then only its loops that make such calls run
+        between replays (what it does before them may precede the capture itself)."""
+        if through and function.key not in self._replayers:
+            self._drivers.add(function.key)
+        elif not through:
+            self._drivers.discard(function.key)
         self._replayers[function.key] = function
 
     def note_capturing_call_args(self, callee: FunctionInfo, call: cst.Call, args: dict[str, Value]) -> None:
@@ -655,7 +719,15 @@ class Engine:
         return names
 
     def captured_attrs(self, cls) -> set[str]:
+        """Attributes of `cls` objects a capture of its class read or wrote."""
         return set().union(*(c.attrs for c in self.captures_of_class(cls)))
+
+    def region_attrs(self, cls) -> set[str]:
+        """Attributes on `self` of any method the regions ran (a rotary embedding's `inv_freq`)."""
+        return set().union(*(self._region_reads.get(id(klass), ()) for klass in self.project.mro(cls)))
+
+    def note_region_read(self, cls: ClassInfo, attr: str) -> None:
+        self._region_reads.setdefault(id(cls), set()).add(attr)
 
     def graph_outputs(self, cls) -> set[str]:
         """`self.` attributes a capture of `cls` (or of its family) binds static outputs to."""
@@ -719,6 +791,10 @@ class Engine:
 
     def calls_replay(self, function: FunctionInfo) -> bool:
         return function.key in self._replayers
+
+    def replays_elsewhere(self, function: FunctionInfo) -> bool:
+        """Replays a graph that another function captured: calling it is a replay."""
+        return self.calls_replay(function) and not self._captures_here(function)
 
     def runs_before(self, function: FunctionInfo, earlier: cst.CSTNode, later: cst.CSTNode) -> bool:
         """Whether statement (or capture_begin() call) `earlier` runs before statement `later`
@@ -788,6 +864,17 @@ class Engine:
         found.update(self._capturing_callers)
         return list(found.values())
 
+    def _resolved_calls(self, function: FunctionInfo) -> dict[int, list]:
+        """id(call) -> the project functions each host call of `function` runs, resolved now
+        where discovery could not (the object's class came from a module loaded later)."""
+        found: dict[int, list] = {}
+        for caller, callees, call, env, _ in self._host_calls:
+            if caller.key == function.key and id(call) not in found:
+                if callees is None:
+                    callees = [f for f, _ in Walker(self, caller, dict(env), Mode.DISCOVER).callees(call)]
+                found[id(call)] = callees
+        return found
+
     def _replay_preludes(self) -> dict[int, FunctionInfo]:
         """Methods a replaying method calls on its own object before replay() (`self._load_inputs(x)`
         then `self.graph.replay()`): they run between replays, right before one, so what they
@@ -798,16 +885,19 @@ class Engine:
                 if function.cls is None or not function.params or self._captures_here(function):
                     continue
                 me = function.params[0].name.value
+                resolved = self._resolved_calls(function)
                 for statement in descendants(function.node):
                     if not isinstance(statement, cst.SimpleStatementLine) or not self._replay_after(function, statement):
                         continue
                     for call in calls_in([statement]):
                         method = call_method(call)
-                        if method is None or not isinstance(method[0], cst.Name) or method[0].value != me:
-                            continue
-                        callee = self.project.method(function.cls, method[1])
-                        if callee is not None and not self._captures_here(callee) and not self.calls_replay(callee):
-                            found[callee.key] = callee
+                        if method is not None and isinstance(method[0], cst.Name) and method[0].value == me:
+                            callees = [self.project.method(function.cls, method[1])]
+                        else:  # `self.model.rotary_emb.update(n)`: a method of an object it holds
+                            callees = [c for c in resolved.get(id(call), ()) if c.is_method and c.name != "__init__"]
+                        for callee in callees:
+                            if callee is not None and not self._captures_here(callee) and not self.calls_replay(callee):
+                                found[callee.key] = callee
             self._preludes = (len(self._replayers), found)
         return self._preludes[1]
 
@@ -828,6 +918,11 @@ class Engine:
                 if key in self._seen_hits:
                     continue
                 self._seen_hits.add(key)
+                if "related" not in hit.details:
+                    # A hit about changed state names where it changes (the write, the call).
+                    sites = [site for value in hit.details.values() if isinstance(value, Change) for site in value.sites]
+                    if sites:
+                        hit.details["related"] = sites
                 self.hits.append(
                     RawHit(
                         rule,

@@ -97,15 +97,24 @@ class Context:
             for c in engine.captures_of(function)
         )
 
-    def captured_attribute(self, target: cst.BaseExpression) -> Optional[str]:
-        """`obj.attr` if it names an attribute that a capture of obj's class read or wrote."""
+    def captured_attribute(self, target: cst.BaseExpression, anywhere: bool = False) -> Optional[str]:
+        """`obj.attr` if it names an attribute that a capture of obj's class read or wrote, or
+        (`anywhere`) that captured code read on `self` of an object of that class."""
         if not isinstance(target, cst.Attribute):
             return None
+        engine = self._walker.engine
         base = self.value(target.value)
         for cls in base.targets:
-            if isinstance(cls, ClassInfo) and target.attr.value in self._walker.engine.captured_attrs(cls):
-                return target.attr.value
+            if isinstance(cls, ClassInfo):
+                known = engine.captured_attrs(cls) | (engine.region_attrs(cls) if anywhere else set())
+                if target.attr.value in known:
+                    return target.attr.value
         return None
+
+    @property
+    def first_call_only(self) -> bool:
+        """Inside `if self.static_x is None:`-style code that runs on a first call only."""
+        return self._walker.lazily
 
     def replay_follows(self) -> bool:
         """Whether a replay() can run after the current statement in this function."""

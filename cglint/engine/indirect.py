@@ -16,7 +16,7 @@ import libcst as cst
 from cglint.engine.definitions import ClassInfo, FunctionInfo
 from cglint.engine.project import Project
 from cglint.engine.syntax import descendants
-from cglint.engine.values import Kind, Value, evaluate, returned_closures
+from cglint.engine.values import Kind, Value, evaluate, returned_closures, returns_of
 
 # The tag of the function a decorator's closure holds: calling it runs the function itself.
 UNDECORATED = "undecorated"
@@ -26,16 +26,18 @@ _HOOK_METHODS = ("register_forward_hook", "register_forward_pre_hook")
 MAX_HOOK_FILES = 32
 
 
-def decorator_wrapper(project: Project, function: FunctionInfo) -> Optional[tuple[FunctionInfo, str]]:
-    """The closure the outermost project decorator of `function` returns, and the name its
-    decorator gives the decorated function; None where every decorator returns its argument
-    or is another package's (`torch.no_grad()`, `functools.cache`)."""
+def decorator_wrapper(project: Project, function: FunctionInfo) -> Optional[tuple[FunctionInfo, str, bool]]:
+    """The closure the outermost project decorator of `function` returns, the name its
+    decorator gives the decorated function, and whether the closure surely replaces the
+    function (False where the decorator may also return it unchanged: `identity if
+    available else stub`). None where every decorator returns its argument or is another
+    package's (`torch.no_grad()`, `functools.cache`)."""
     if not function.decorators:
         return None
     return project.cached(("decorator-wrapper", function.key), lambda: _wrapper(project, function), None)  # type: ignore[return-value]
 
 
-def _wrapper(project: Project, function: FunctionInfo) -> Optional[tuple[FunctionInfo, str]]:
+def _wrapper(project: Project, function: FunctionInfo) -> Optional[tuple[FunctionInfo, str, bool]]:
     from cglint.engine.scope import Scope  # scope imports the value model this module uses
 
     scope = Scope(project, function.module.body_function)
@@ -45,8 +47,20 @@ def _wrapper(project: Project, function: FunctionInfo) -> Optional[tuple[Functio
                 continue
             for wrapper in returned_closures(decorating, project).targets:
                 if isinstance(wrapper, FunctionInfo) and wrapper.parent is decorating:
-                    return wrapper, decorating.params[0].name.value
+                    return wrapper, decorating.params[0].name.value, _surely(project, decorator.decorator, decorating, scope)
     return None
+
+
+def _surely(project: Project, expr: cst.BaseExpression, decorating: FunctionInfo, scope) -> bool:
+    """`@timed` naming a def, or `@nvtx("x")` calling a factory, each with one `return`: the
+    decorator always returns its closure."""
+    factory = expr.func if isinstance(expr, cst.Call) else None
+    named = scope.qualname(factory if factory is not None else expr)
+    resolved = project.resolve(named, scope.module) if named else None
+    if not isinstance(resolved, FunctionInfo):
+        return False
+    chain = [resolved, decorating] if factory is not None else [resolved]
+    return all(f.outline is not None and len(returns_of(f.outline.node)) == 1 for f in chain)
 
 
 def module_hooks(project: Project, cls: ClassInfo) -> list[FunctionInfo]:

@@ -55,6 +55,29 @@ def initializes_once(node: cst.If, stateful: Stateful, callees: Callees) -> bool
     return _once(node.test, suite_nodes(node.body), stateful, callees)
 
 
+def first_call_only(node: cst.If, stateful: Stateful, callees: Callees) -> bool:
+    """initializes_once, where the test only asks whether the state is there yet (`is None`,
+    `not hasattr`, `not in`): a test comparing it with a kept copy (`softcap != captured`)
+    runs its body again whenever the state changes (a runner that recaptures on change)."""
+    compares = any(
+        isinstance(part.operator, (cst.Equal, cst.NotEqual, cst.LessThan, cst.GreaterThan, cst.LessThanEqual, cst.GreaterThanEqual))
+        and not _sizes(comparison)  # `self.buf.shape != x.shape`: buffers reallocated per shape, graphs per shape
+        for comparison in [node.test, *descendants(node.test)] if isinstance(comparison, cst.Comparison)
+        for part in comparison.comparisons
+    )
+    if compares:
+        return False
+    test = node.test
+    while isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or) and isinstance(test.right, cst.Comparison) and _sizes(test.right):
+        test = test.left  # `if self.buf is None or self.buf.shape != x.shape:` allocates once per shape
+    return initializes_once(node.with_changes(test=test) if test is not node.test else node, stateful, callees)
+
+
+def _sizes(comparison: cst.Comparison) -> bool:
+    names = {n.attr.value if isinstance(n, cst.Attribute) else n.value for n in descendants(comparison) if isinstance(n, (cst.Attribute, cst.Name))}
+    return not names.isdisjoint({"shape", "size", "numel", "len", "ndim", "dtype", "device"})
+
+
 def _once(test: cst.BaseExpression, body: list, stateful: Stateful, callees: Callees) -> bool:
     if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
         # `if cache["params"] is None or params != cache["params"]:` (Transformer Engine's

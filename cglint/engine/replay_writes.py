@@ -24,7 +24,7 @@ import libcst as cst
 from cglint.engine.api import tables
 from cglint.engine.definitions import FunctionInfo
 from cglint.engine.phases import initializes_once, suite_nodes
-from cglint.engine.syntax import assigned_names, call_method, code_of, descendants, item_name
+from cglint.engine.syntax import assigned_names, call_method, code_of, descendants, item_name, named_attribute_write
 
 if TYPE_CHECKING:
     from cglint.engine.project import Project
@@ -70,6 +70,9 @@ def _scan(project: "Project", function: FunctionInfo, depth: int) -> frozenset:
                 found.add(attribute_key("training"))
             if method is not None and method[1] in tables().host_effect.entry_methods and isinstance(method[0], cst.Attribute):
                 found.update(attribute_write_keys(method[0], scope()))  # `self.ctx.knobs.update(arm)`
+            named = named_attribute_write(current)
+            if named is not None:  # `self.register_buffer("inv_freq", f)`, `setattr(self, "scale", s)`
+                found.update(attribute_write_keys(named, scope()))
             if depth > 1:
                 for callee in _callees(project, scope(), current):
                     found.update(k for k in writes_of(project, callee, depth - 1) if k[0] != _PARAM)

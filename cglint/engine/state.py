@@ -203,10 +203,28 @@ class StateFacts:
     def _called_change(self, expr: cst.BaseExpression, code: str, function: FunctionInfo, call: cst.Call, caller: FunctionInfo) -> Change:
         """The change a call between replays makes: the call, and the write in the function called."""
         sites = [Location(caller.module, call, f"calls {function.qualname}(), which changes {code}")]
-        written = _write_in(function, expr)
-        if written is not None:
-            sites.append(Location(function.module, written, f"changes {code}"))
+        found = self._write_below(function, expr)
+        if found is not None:
+            writer, written = found
+            sites.append(Location(writer.module, written, f"changes {code}"))
         return Change(f"{code} is changed between replays by {function.qualname}()", sites)
+
+    def _write_below(self, function: FunctionInfo, expr: cst.BaseExpression, depth: int = 3) -> Optional[tuple[FunctionInfo, cst.CSTNode]]:
+        """The statement that writes the state `expr` reads: in `function`, or in the functions
+        it calls (`prepare_batch()` calling `_load_to_slot()`, which writes), a few calls deep."""
+        from cglint.engine.scope import Scope, initial_env  # scope imports this module
+
+        written = _write_in(function, expr)
+        if written is not None or depth == 0 or not isinstance(function.node, cst.FunctionDef):
+            return (function, written) if written is not None else None
+        scope = Scope(self.project, function, initial_env(self.project, function))
+        for call in (n for n in descendants(function.node) if isinstance(n, cst.Call)):
+            for callee in evaluate(call.func, scope).targets:
+                if isinstance(callee, FunctionInfo) and callee is not function:
+                    found = self._write_below(callee, expr, depth - 1)
+                    if found is not None:
+                        return found
+        return None
 
     def _built_here(self, expr: cst.BaseExpression, scope: "Scope") -> bool:
         """Whether `expr` reads an attribute of an object the reading function itself constructs

@@ -291,3 +291,20 @@ def reads(expr: cst.BaseExpression, opens: Callable[[cst.BaseExpression], bool])
             stack.extend(reversed(operands(current)))
         elif isinstance(current, (cst.Name, cst.Attribute)) or item_name(current) is not None:
             yield current
+
+
+# Calls that bind an attribute named by a string: `setattr(obj, "x", v)`, and a module's
+# `register_buffer("x", t)` / `register_parameter("x", p)`, which set `self.x`.
+_REGISTERING = frozenset({"register_buffer", "register_parameter"})
+
+
+def named_attribute_write(call: cst.Call) -> Optional[cst.Attribute]:
+    """The attribute a call assigns by name, as the expression `obj.x` it binds; else None."""
+    args = positional(call)
+    if len(args) == 3 and isinstance(call.func, cst.Name) and call.func.value == "setattr":
+        owner, name = args[0], string_value(args[1])
+    elif len(args) >= 2 and isinstance(call.func, cst.Attribute) and call.func.attr.value in _REGISTERING:
+        owner, name = call.func.value, string_value(args[0])
+    else:
+        return None
+    return cst.Attribute(owner, cst.Name(name)) if name is not None and name.isidentifier() else None

@@ -414,12 +414,12 @@ def returned_objects(function: FunctionInfo, scope: "Scope") -> Value:
 
 
 def _may_return_objects(function: FunctionInfo) -> bool:
-    returns = _returns(function.outline.node)  # type: ignore[union-attr]
+    returns = returns_of(function.outline.node)  # type: ignore[union-attr]
     classes = any(name[:1].isupper() for name in function.outline.facts.names)  # type: ignore[union-attr]
     return classes and bool(returns) and all(isinstance(v, (ast.Call, ast.Name, ast.Attribute)) for v in returns)
 
 
-def _returns(node: ast.AST) -> list:
+def returns_of(node: ast.AST) -> list:
     """The values of a function's own `return` statements (not those of nested defs)."""
     returns, stack = [], list(node.body)  # type: ignore[attr-defined]
     while stack:
@@ -442,7 +442,7 @@ def _may_return_tensors(function: FunctionInfo) -> bool:
     torch_names = {local for local, qualified in function.module.imports.items() if qualified.split(".")[0] == "torch"}
     if not torch_names or not function.outline.mentions(torch_names):  # type: ignore[union-attr]
         return False
-    returns = _returns(function.outline.node)  # type: ignore[union-attr]
+    returns = returns_of(function.outline.node)  # type: ignore[union-attr]
 
     def tensor_like(value) -> bool:
         if isinstance(value, ast.Name):

@@ -26,8 +26,8 @@ from cglint.engine.captures import CaptureKind
 from cglint.engine.context import Context
 from cglint.engine.definitions import ClassInfo, FunctionInfo, dataclass_fields, self_attr
 from cglint.engine.scope import CELL, Scope, config_field, config_parameter
-from cglint.engine.phases import ends_with, fills_searched_cache, initializes_once, returns_once_filled, suite_body
-from cglint.engine.syntax import (SCOPES, assigned_names, call_method, callee_name, children, code_of, dotted_name,
+from cglint.engine.phases import ends_with, fills_searched_cache, first_call_only, initializes_once, returns_once_filled, suite_body
+from cglint.engine.syntax import (SCOPES, assigned_names, call_method, callee_name, children, code_of, dotted_name, named_attribute_write,
                                   positional, string_value)
 from cglint.engine.unfollowed import why_unfollowed
 from cglint.engine.values import HOST, UNKNOWN, Kind, Value, evaluate, narrowed, truth
@@ -87,6 +87,8 @@ class Walker:
         self.capture: Optional[captures.Capture] = None
         self.in_region = mode is Mode.REGION and job is not None and job.marker is None
         self.after_capture = False
+        self.branches: list[cst.If] = []  # the `if` bodies being walked, outermost first
+        self._first_call: dict[int, bool] = {}
         self.statement: Optional[cst.CSTNode] = None
         self.site: Optional[captures.Capture] = None  # the capture site capture rules are looking at
 
@@ -142,8 +144,10 @@ class Walker:
             self.expr(node.test)
             dead = self.dead_branch(node)
             if dead != "body":
+                self.branches.append(node)
                 with self.narrowing(narrowed(node.test, self.scope)):
                     self.block(suite_body(node.body))
+                self.branches.pop()
             if dead == "orelse":
                 pass
             elif isinstance(node.orelse, cst.If):
@@ -246,6 +250,19 @@ class Walker:
                     self.scope.env.pop(local, None)
                 else:
                     self.scope.env[local] = self.scope.reference(qualified)
+
+    @property
+    def lazily(self) -> bool:
+        """Inside `if self.graph is None:`-style code outside regions, run on a first call only
+        (asked where it matters: at a capture, at a rebinding)."""
+        if self.mode is Mode.REGION or self.in_region:
+            return False
+        for branch in self.branches:
+            if id(branch) not in self._first_call:
+                self._first_call[id(branch)] = first_call_only(branch, self.stateful, self.project_callees)
+            if self._first_call[id(branch)]:
+                return True
+        return False
 
     def dead_branch(self, node: cst.If) -> Optional[str]:
         """In a region, the branch of an `if` that cannot run during capture ('body' or
@@ -401,6 +418,7 @@ class Walker:
     def enter_region(self, marker: cst.CSTNode, kind: CaptureKind, label: str, helper: str = "") -> None:
         if self.mode is Mode.DISCOVER:
             self.capture = self.engine.capture_in(self.function, marker, kind, label, helper)
+            self.engine.note_capturer(self.function, lazily=self.lazily)
             self.in_region = True
         elif self.mode is Mode.REGION:
             if self.job is not None and marker is self.job.marker:
@@ -471,6 +489,7 @@ class Walker:
         """`g, out = capture_graph(model, x)`: what follows the call runs after a capture."""
         if not self.in_region and self.engine.captures_in(function):
             self.engine.note_capture_call(self.function)
+            self.engine.note_capturer(self.function, lazily=self.lazily)
             self.after_capture = True
 
     def discover_call(self, node: cst.Call) -> None:
@@ -487,6 +506,8 @@ class Walker:
         callees = self.callees(node)
         if not self.in_region and self.replays_when_called(evaluate(node.func, self.scope)):
             self.engine.note_replay(self.function)  # calling a graphed or compiled callable replays its graphs
+        elif not self.in_region and any(self.engine.replays_elsewhere(function) for function, _ in callees) and not self.engine.captures_in(self.function):
+            self.engine.note_replay(self.function, through=True)  # `self.model_runner.execute_model(x)`: a method that replays
         if not self.in_region and self.mode is Mode.DISCOVER:
             self.note_call_writes(node)
         if not self.in_region:
@@ -531,18 +552,15 @@ class Walker:
                 self.engine.note_parameter_call(self.function, node.func.value)
 
     def note_call_writes(self, node: cst.Call) -> None:
-        """`setattr(model, "temperature", t)` writes `model.temperature` like an assignment, and
-        `cfg.knobs.update(arm)` writes the entries of `cfg.knobs`."""
+        """`setattr(model, "temperature", t)` and `self.register_buffer("inv_freq", f)` write an
+        attribute like an assignment, and `cfg.knobs.update(arm)` writes the entries of `cfg.knobs`."""
         method = call_method(node)
         if method is not None and method[1] in tables().host_effect.entry_methods and isinstance(method[0], (cst.Attribute, cst.Name)):
             self.engine.note_host_write(self.function, method[0], self.after_capture, self.scope, self.statement)
             return
-        args = positional(node)
-        if len(args) == 3 and isinstance(node.func, cst.Name) and node.func.value == "setattr":
-            name = string_value(args[1])
-            if name is not None and name.isidentifier():
-                target = cst.Attribute(args[0], cst.Name(name))
-                self.engine.note_host_write(self.function, target, self.after_capture, self.scope, self.statement)
+        target = named_attribute_write(node)
+        if target is not None:
+            self.engine.note_host_write(self.function, target, self.after_capture, self.scope, self.statement)
 
     def replays_when_called(self, value: Value, passed: bool = False) -> bool:
         """A make_graphed_callables result or a callable compiled with CUDA graphs; `passed` as
@@ -609,6 +627,7 @@ class Walker:
             # the targets are resolved by walking this function again with every module.
             self.engine.defer(self.function, self.initial_env)
         self.engine.capture_callables(self.function, node, kind, self.callables(exprs), tensor_args=tensor_args, helper=helper)
+        self.engine.note_capturer(self.function, lazily=self.lazily)
 
     def callables(self, exprs: Iterable[cst.BaseExpression]) -> list[FunctionInfo]:
         """The project functions (or module forwards) that callable expressions stand for."""
@@ -641,10 +660,14 @@ class Walker:
         """`self.u` read by `self._step()`, a method of the capturing object that the capture
         calls: the graph reads that attribute too (rebinding it before replay is CG401)."""
         assert self.job is not None
-        host = self.job.capture.function
-        if host is None or host.cls is None or self.function.cls is None or not self.function.params:
+        if self.function.cls is None or not self.function.params or not self.function.is_method:
             return
         attr = self_attr(node, self.function.params[0].name.value)
+        if attr is not None:  # `self.inv_freq` read in a captured forward: rebinding it later is CG401
+            self.engine.note_region_read(self.function.cls, attr)
+        host = self.job.capture.function
+        if host is None or host.cls is None:
+            return
         if attr is not None and host.cls in self.engine.project.mro(self.function.cls):
             self.job.capture.attrs.add(attr)
 
@@ -753,12 +776,13 @@ class Walker:
             receiver = self.receiver(call, function) if bound and function.params else None
             wrapper = indirect.decorator_wrapper(project, function) if callee.tag != indirect.UNDECORATED else None
             if wrapper is not None:  # `@timed def step(x)`: the call runs timed's closure, which calls step
-                closure, wrapped = wrapper
+                closure, wrapped, surely = wrapper
                 first = (receiver or Value(Kind.OBJECT, targets=(function.cls,)),) if bound and function.cls else ()
                 args = self.call_arguments(closure, call, False, (first + tuple(partial[0] if partial else ()), partial[1] if partial else ()))
                 args[CELL + wrapped] = Value(Kind.OBJECT, targets=(function,), tag=indirect.UNDECORATED)
                 self.engine.enqueue(closure, args, self.job, step)
-                continue
+                if surely:
+                    continue
             args = self.call_arguments(function, call, bound, partial, ctx)
             if receiver is not None:
                 args[function.params[0].name.value] = receiver
@@ -836,6 +860,6 @@ class Walker:
         if self.mode is Mode.REPLAY and not self.in_region:
             # Between replays: after a capture in this function, or anywhere in a
             # function that replays a graph captured elsewhere (a runner's __call__).
-            if self.engine.runs_replay_rules(self.function, self.after_capture):
+            if self.engine.runs_replay_rules(self.function, self.after_capture, self.statement):
                 self.engine.run_rules(self.engine.replay_rules, node, self)
 
