@@ -15,14 +15,14 @@ from cglint.engine.values import Kind
 from cglint.rule import REPLAY, Hit, Rule
 
 
-def _captured_target(target: cst.BaseExpression, value: Optional[cst.BaseExpression], ctx) -> str:
-    """The name or attribute a capture used, if `target` rebinds one."""
+def _captured_target(target: cst.BaseExpression, value: Optional[cst.BaseExpression], ctx, tensor: bool = False) -> str:
+    """The name or attribute a capture used, if `target` rebinds one (`tensor`: with a tensor)."""
     if isinstance(target, cst.Name) and target.value in ctx.captured_names and ctx.captured_earlier(target.value):
         if ctx.value(target).kind in (Kind.TENSOR, Kind.CPU_TENSOR, Kind.UNKNOWN):
             return target.value
     if ctx.captured_attribute(target) and not _capture_machinery(target, value, ctx):
         return code_of(target)
-    if ctx.captured_attribute(target, anywhere=True) and ctx.value(target).kind is not Kind.HOST and not _capture_machinery(target, value, ctx):
+    if ctx.captured_attribute(target, anywhere=True) and tensor and not _capture_machinery(target, value, ctx):
         return code_of(target)  # a tensor attribute captured code read (`self.inv_freq`); numbers are CG601's
     return code_of(target) if _replaces_parameter(target, value, ctx) else ""
 
@@ -209,14 +209,15 @@ for batch in loader:
             return  # `if self.static_x is None: self.static_x = x.clone()`: bound before the capture
         if isinstance(node, cst.Call):  # `self.register_buffer("inv_freq", new)`, `setattr(obj, "x", t)`
             target = named_attribute_write(node)
-            name = _captured_target(target, node.args[-1].value, ctx) if target is not None else ""
+            buffer = isinstance(node.func, cst.Attribute) and node.func.attr.value in ("register_buffer", "register_parameter")
+            name = _captured_target(target, node.args[-1].value, ctx, tensor=buffer) if target is not None else ""
             if name and ctx.replay_follows():
                 yield Hit(node, {"name": name, "kept": _kept_by_graph(ctx.value(target))}, capture=ctx.capture_using(target))
             return
         targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
         for target in targets:
             for leaf in assigned_names(target):
-                name = _captured_target(leaf, node.value, ctx)
+                name = _captured_target(leaf, node.value, ctx, tensor=ctx.value(node.value).is_tensor or ctx.value(leaf).is_tensor)
                 if name and not _derived_from_itself(leaf, node.value, ctx) and ctx.replay_follows():
                     yield Hit(leaf, {"name": name, "kept": _kept_by_graph(ctx.value(leaf))}, capture=ctx.capture_using(leaf))
 

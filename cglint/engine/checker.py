@@ -21,7 +21,7 @@ from cglint.engine import captures, programs
 from cglint.engine.blocks import Blocks
 from cglint.engine.callers import ParameterValues
 from cglint.engine.captures import Capture, CaptureKind, TraceStep
-from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo
+from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo, self_attr
 from cglint.engine.phases import cached_on_first_use
 from cglint.engine.project import Project
 from cglint.engine.reach_graph import ReachGraph, marker_node
@@ -427,7 +427,22 @@ class Engine:
             return True
         if not self.calls_replay(function) or self._captures_here(function):
             return False
-        return function.key not in self._drivers or (statement is not None and self._in_replay_loop(function, statement))
+        if function.key not in self._drivers:
+            return True
+        if statement is None:
+            return False
+        # In its replay loop; or before a replay when it is itself called from a replay loop
+        # (a pipeline's `__call__` setting the guidance scale, run for each prompt).
+        return self._in_replay_loop(function, statement) or (self._replay_after(function, statement) and self._called_in_replay_loop(function))
+
+    def _called_in_replay_loop(self, function: FunctionInfo) -> bool:
+        return any(
+            caller.key != function.key and self.calls_replay(caller) and self._in_replay_loop(caller, call)
+            for callees, call, caller in self._calls_of(function)
+        )
+
+    def _calls_of(self, function: FunctionInfo) -> list:
+        return [(callees, call, caller) for caller, callees, call, _, _ in self._host_calls if callees and any(c.key == function.key for c in callees)]
 
     def _in_replay_loop(self, function: FunctionInfo, node: cst.CSTNode) -> bool:
         """Whether the statement (or the call) is in a loop of `function` that replays."""
@@ -455,8 +470,10 @@ class Engine:
         calls a graph runner's replaying method (`logits.append(runner.run(x))`). The second
         is matched by name where the runner's class is unknown, too loose to count its writes
         as changing state between replays: a `main()` of another script would reach them."""
-        if self.between_replays(function, after_capture, statement) or function.key in self._replay_preludes():
+        if self.between_replays(function, after_capture, statement) or self._is_prelude(function):
             return True
+        if function.key in self._drivers:
+            return False  # it replays through its calls: only its replay loops are between replays
         return function.key in self._runners_known()[1] and not self._captures_here(function)
 
     def _captures_here(self, function: FunctionInfo) -> bool:
@@ -564,6 +581,32 @@ class Engine:
             call_method(n)[0] for n in descendants(function.node)  # type: ignore[index]
             if isinstance(n, cst.Call) and captures.capture_method(n) == "replay"
         ], [])  # type: ignore[return-value]
+
+    def selecting_attrs(self, cls: ClassInfo) -> set[str]:
+        """`self.` attributes that pick which graph a method of `cls` replays (`key =
+        self.do_cfg` then `self._graphs[key].replay()`, through a property one level): each
+        graph keeps its own value, so changing them picks another graph, not a stale one."""
+        def find() -> set[str]:
+            family = set(map(id, self.project.mro(cls)))
+            found: set[str] = set()
+            for function in self._replayers.values():
+                if function.cls is None or id(function.cls) not in family or not function.params:
+                    continue
+                me, names = function.params[0].name.value, self.replay_selectors(function)
+                exprs = [*self.replay_receivers(function)]
+                exprs += [n.value for n in descendants(function.node) if isinstance(n, cst.Assign)
+                          and any(isinstance(t.target, cst.Name) and t.target.value in names for t in n.targets)]
+                for expr in exprs:
+                    for node in [expr, *descendants(expr)]:
+                        attr = self_attr(node, me) if isinstance(node, cst.Attribute) else None
+                        if attr is None:
+                            continue
+                        found.add(attr)
+                        prop = self.project.method(cls, attr)
+                        if prop is not None and prop.is_property and prop.params:
+                            found.update(a for n in descendants(prop.node) if (a := self_attr(n, prop.params[0].name.value)) is not None)
+            return found
+        return self.project.cached(("selecting-attrs", id(cls), len(self._replayers)), find, set())  # type: ignore[return-value]
 
     def replay_selectors(self, function: FunctionInfo) -> set[str]:
         """Names used inside the expression of the graph being replayed (`bs` in `graphs[bs].replay()`)."""
@@ -806,13 +849,13 @@ class Engine:
         return not any(start <= first and second <= end for start, end in loops)
 
     def replay_follows(self, function: FunctionInfo, statement: Optional[cst.CSTNode]) -> bool:
-        if function.key in self._replay_preludes():
+        if self._is_prelude(function):
             return True  # its caller replays once it returns
         return self._replay_after(function, statement)
 
     def _replay_after(self, function: FunctionInfo, statement: Optional[cst.CSTNode]) -> bool:
         index, replays, loops, _ = self._statement_order(function)
-        position = index.get(id(statement)) if statement is not None else None
+        position = index.get(id(statement), self._call_statements(function).get(id(statement))) if statement is not None else None
         if position is None:
             return False
         if any(r > position for r in replays):
@@ -863,6 +906,10 @@ class Engine:
         # what follows a call that captures runs between replays.
         found.update(self._capturing_callers)
         return list(found.values())
+
+    def _is_prelude(self, function: FunctionInfo) -> bool:
+        # A function found to replay after the preludes were listed replays itself: no prelude.
+        return function.key in self._replay_preludes() and not self.calls_replay(function)
 
     def _resolved_calls(self, function: FunctionInfo) -> dict[int, list]:
         """id(call) -> the project functions each host call of `function` runs, resolved now
