@@ -299,3 +299,37 @@ def test_a_registry_filled_by_a_decorator_gives_every_registered_class(tmp_path)
     # Which activation the config names is not known: each registered one may run; the
     # norm registered in another table does not.
     assert by_file(found, tmp_path) == {("acts.py", "CG101", 26)}
+
+
+def test_a_container_attribute_holds_what_its_methods_store_in_it(tmp_path):
+    model = """
+        import torch
+        from torch import nn
+
+        class Block(nn.Module):
+            def forward(self, x):
+                return x * x.norm().item()
+
+        class Head(nn.Module):
+            def forward(self, x):
+                return x.nonzero()
+
+        class Model(nn.Module):
+            def __init__(self, depth=2):
+                super().__init__()
+                self.blocks = []
+                self.heads = {}
+                for _ in range(depth):
+                    self.add_block()
+                self.heads["unused"] = Head()
+
+            def add_block(self):
+                self.blocks.append(Block())
+
+            def forward(self, x):
+                for block in self.blocks:
+                    x = block(x)
+                return x
+    """
+    # The head is stored in another container, which the captured forward never reads.
+    assert located(tmp_path, model) == {("model.py", "CG101", 6)}

@@ -113,6 +113,7 @@ class Engine:
         self._compiled_names: set[str] = set()
         self._host_writes: dict[tuple, list] = {}
         self._region_reads: dict[int, set[str]] = {}  # id(class) -> `self.` attributes captured code read
+        self._callers_index: Optional[tuple[int, dict]] = None  # (host calls known, callee key -> calls)
         self._drivers: set[int] = set()  # replay only through calls of functions that replay
         self._lazy_capturers: set[int] = set()  # functions that capture in first-call-only branches
         self._eager_capturers: set[int] = set()  # and those that capture on every call
@@ -438,11 +439,18 @@ class Engine:
     def _called_in_replay_loop(self, function: FunctionInfo) -> bool:
         return any(
             caller.key != function.key and self.calls_replay(caller) and self._in_replay_loop(caller, call)
-            for callees, call, caller in self._calls_of(function)
+            for call, caller in self._calls_of(function.key)
         )
 
-    def _calls_of(self, function: FunctionInfo) -> list:
-        return [(callees, call, caller) for caller, callees, call, _, _ in self._host_calls if callees and any(c.key == function.key for c in callees)]
+    def _calls_of(self, key: int) -> list:
+        """(call, caller) for each resolved host call of the function with this key."""
+        if self._callers_index is None or self._callers_index[0] != len(self._host_calls):
+            index: dict[int, list] = {}
+            for caller, callees, call, _, _ in self._host_calls:
+                for callee in callees or ():
+                    index.setdefault(callee.key, []).append((call, caller))
+            self._callers_index = (len(self._host_calls), index)
+        return self._callers_index[1].get(key, [])
 
     def _in_replay_loop(self, function: FunctionInfo, node: cst.CSTNode) -> bool:
         """Whether the statement (or the call) is in a loop of `function` that replays."""

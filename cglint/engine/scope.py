@@ -9,7 +9,7 @@ import libcst as cst
 from cglint.engine.syntax import descendants, dotted_name
 
 from cglint.engine.api import tables
-from cglint.engine.definitions import AttrWrite, ClassInfo, FunctionInfo, ModuleInfo, dataclass_fields
+from cglint.engine.definitions import AttrWrite, ClassInfo, FunctionInfo, ModuleInfo, dataclass_fields, self_attr
 from cglint.engine.project import Project
 from cglint.engine.registries import written_entries
 from cglint.engine.values import FALSE, HOST, NONE, PY_NONE, TENSOR, TRUE, UNKNOWN, Kind, Value, evaluate, instance_of, join, literal_value
@@ -212,12 +212,42 @@ class Scope:
                     elif current.kind == Kind.UNKNOWN and write.method.name == "__init__" and config_field(write.value, write.method):
                         current = HOST
                 value = current if value is None else join(value, current)
+        if value is not None and (value.kind == Kind.HOST or value.fields or value.items) and not value.targets:
+            # `self.graph_runners = {}`, then `self.graph_runners[bs] = runner` in a method:
+            # the container holds what its methods put in it.
+            entries = self._stored_entries(cls, attr)
+            if entries:  # a list's entries are items, iterated; a dict's are fields, looked up
+                listed = value.items or any(
+                    isinstance(w.value, (cst.List, cst.Tuple, cst.ListComp)) for k in self.project.mro(cls) for w in k.attr_writes(attr)
+                )
+                value = Value(Kind.OBJECT, items=value.items + tuple(v for _, v in entries)) if listed else Value(Kind.OBJECT, fields=value.fields + entries)
         if set_by_setter:
             # A setter's argument has the kind of the value the class starts with: a number
             # set in __init__ stays a number (a sampling temperature, a step count). Without
             # such a value, nothing is known.
             return Value(Kind.HOST) if value is not None and value.kind == Kind.HOST and value.const is not PY_NONE else UNKNOWN
         return value or UNKNOWN
+
+    def _stored_entries(self, cls: ClassInfo, attr: str) -> tuple:
+        """((key, value), ...) that methods of `cls` store into the container `self.<attr>`
+        (`self.runners[bs] = runner`, `self.layers.append(layer)`): project objects only."""
+        found: list[tuple[str, Value]] = []
+        for klass in self.project.mro(cls):
+            for method in klass.methods.values():
+                if method.outline is not None and not method.outline.mentions((f".{attr}[", f".{attr}.append(")):
+                    continue
+                if not isinstance(method.node, cst.FunctionDef) or not method.params:
+                    continue
+                me, scope = method.params[0].name.value, None
+                for node in descendants(method.node):
+                    stored = _stored_value(node, me, attr)
+                    if stored is None:
+                        continue
+                    scope = scope or self.assigned(method)
+                    current = evaluate(stored, scope)
+                    if current.kind == Kind.OBJECT and current.targets:
+                        found.append((f"<entry {len(found)}>", current))
+        return tuple(found)
 
     def _built(self, cls: ClassInfo, write: AttrWrite) -> Value:
         return evaluate(write.value, self._constructed(cls, write.method))  # type: ignore[arg-type]
@@ -468,3 +498,16 @@ def _param_value(param: cst.Param, scope: Scope) -> Value:
     if default is not None and annotated.kind in (Kind.UNKNOWN, Kind.HOST):
         return default
     return annotated
+
+
+def _stored_value(node: cst.CSTNode, me: str, attr: str) -> Optional[cst.BaseExpression]:
+    """The value `node` puts into `self.<attr>` as an entry: `self.<attr>[k] = v` or
+    `self.<attr>.append(v)`."""
+    if isinstance(node, cst.Assign) and len(node.targets) == 1:
+        target = node.targets[0].target
+        if isinstance(target, cst.Subscript) and self_attr(target.value, me) == attr:
+            return node.value
+    elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "append" and node.args:
+        if self_attr(node.func.value, me) == attr:
+            return node.args[0].value
+    return None

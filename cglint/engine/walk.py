@@ -30,7 +30,7 @@ from cglint.engine.phases import ends_with, fills_searched_cache, first_call_onl
 from cglint.engine.syntax import (SCOPES, assigned_names, call_method, callee_name, children, code_of, dotted_name, named_attribute_write,
                                   positional, string_value)
 from cglint.engine.unfollowed import why_unfollowed
-from cglint.engine.values import HOST, UNKNOWN, Kind, Value, evaluate, narrowed, truth
+from cglint.engine.values import HOST, UNKNOWN, Kind, Value, entry, evaluate, narrowed, truth
 
 if TYPE_CHECKING:
     from cglint.engine.checker import Engine, Job
@@ -366,6 +366,8 @@ class Walker:
             return Value(Kind.OBJECT, targets=value.targets)
         if value.is_tensor:
             return Value(value.kind)
+        if value.items and not isinstance(iterable, cst.Dict):  # a list or tuple of known items: any of them
+            return entry(value, None, self.scope) or UNKNOWN
         return UNKNOWN
 
     def nested_def(self, node: cst.FunctionDef) -> None:
