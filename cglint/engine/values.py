@@ -782,7 +782,11 @@ def _getattr(call: cst.Call, scope: "Scope") -> Value:
     else:
         pattern = name_pattern(args[1])
         classes = [t for t in base.targets if isinstance(t, ClassInfo)] if base.kind == Kind.OBJECT and not base.qualname else []
-        names = {m for cls in classes for klass in scope.project.mro(cls) for m in klass.methods if pattern and pattern.fullmatch(m)}
+        names = set()
+        for cls in classes if pattern else ():
+            names |= scope.project.cached(("spelled-methods", id(cls), pattern.pattern), lambda: {
+                m for klass in scope.project.mro(cls) for m in klass.methods if pattern.fullmatch(m)  # type: ignore[union-attr]
+            }, set())
         found = UNKNOWN
         for method in sorted(names):
             current = _attribute_of(base, method, scope)
