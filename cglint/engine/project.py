@@ -49,6 +49,7 @@ class Project:
         self._by_name: dict[tuple[Path, str], Optional[ModuleInfo]] = {}
         self._cache: dict[object, object] = {}
         self._only_capturing = False
+        self.epoch = 0  # counts the changes of only_capturing, which clear the memo of derived facts
         self._no_capture: set[Path] = set()
         self._files: dict[tuple[Path, str], Optional[Path]] = {}
         self._listings: dict[str, frozenset] = {}
@@ -71,6 +72,7 @@ class Project:
     def only_capturing(self, value: bool) -> None:
         self._only_capturing = value
         self._cache.clear()  # facts derived with modules left out must not outlive discovery
+        self.epoch += 1  # the engine's own memos of derived facts follow this one's
         self._capturing_lookups.clear()
 
     def cached(self, key: object, compute: Callable[[], object], pending: object) -> object:
