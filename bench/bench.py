@@ -4,7 +4,7 @@ parse-everything floor.
 Run on demand (not part of the test suite; ruff comes from the package index:
 `pip install ruff` in the same environment):
 
-    python bench/bench.py torch megatron-core diffusers [--repeat 3] [--equivalence] [--floor]
+    python bench/bench.py torch megatron-core diffusers vllm-repo [--repeat 3] [--equivalence] [--floor]
 
 For each tree, in one run: (a) `ruff check --select ALL --output-format concise
 --no-cache` and a cold `cglint check --no-cache`, alternated `--repeat` times (the medians
@@ -15,7 +15,11 @@ peak memory of each, as processes. `--floor` adds parsing every file with libcst
 process (what a naive libcst linter pays at least). Every tree is measured in a scratch
 copy: `torch` is the installed package's Python sources (found without importing torch),
 `megatron-core` and `diffusers` are fetched with `pip download --no-deps` (nothing is
-kept). `--equivalence` also compares the findings with a run that parses every file.
+kept). `vllm-repo` is a whole repository (package, tests, examples, benchmarks: what
+`cglint check .` meets at a project's root): vLLM's sdist, which holds its git tree's files;
+pip prepares its metadata without building, which needs setuptools-scm and setuptools-rust
+in this environment (`pip install setuptools-scm setuptools-rust`). `--equivalence` also
+compares the findings with a run that parses every file.
 """
 from __future__ import annotations
 
@@ -36,6 +40,10 @@ from pathlib import Path
 
 # Packages fetched from the index: the wheel's top-level package is the tree.
 WHEELS = {"megatron-core": ("megatron-core==0.16.1", "megatron"), "diffusers": ("diffusers==0.42.1", "diffusers")}
+# Whole repositories, from sdists that hold the git tree (setuptools-scm): requirement, and the
+# environment that lets pip prepare the metadata without a CUDA build (and with the version
+# the index gives, not a local `+empty` one).
+SDISTS = {"vllm-repo": ("vllm==0.33.0", {"VLLM_TARGET_DEVICE": "empty", "VLLM_VERSION_OVERRIDE": "0.33.0"})}
 FLOOR = """
 import sys, libcst
 from pathlib import Path
@@ -89,6 +97,18 @@ def tree_of(name: str, scratch: Path) -> Path:
         with zipfile.ZipFile(next(folder.glob("*.whl"))) as archive:
             archive.extractall(target)
         return target / package
+    if name in SDISTS:
+        from fetching import unpack_py  # bench/fetching.py: the .py files only, inside the sdist's folder
+
+        requirement, env = SDISTS[name]
+        folder = scratch / "sdists" / name
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--no-build-isolation", "-q", "-d", str(folder), requirement],
+            check=True, env=dict(os.environ, **env),
+        )
+        target = scratch / name
+        unpack_py(next(folder.glob("*.tar.gz")), target)
+        return target
     target = scratch / "copies" / Path(name).name  # copied: the benchmark edits a file
     shutil.copytree(Path(name).resolve(), target, ignore=shutil.ignore_patterns(".cglint_cache", "__pycache__"))
     return target
@@ -158,7 +178,7 @@ def bench(name: str, scratch: Path, equivalence: bool, repeat: int, floor: bool)
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("trees", nargs="+", help="fixtures, torch, megatron-core, diffusers, or a folder")
+    parser.add_argument("trees", nargs="+", help="fixtures, torch, megatron-core, diffusers, vllm-repo, or a folder")
     parser.add_argument("--repeat", type=int, default=3, help="paired ruff / cold cglint runs per tree (medians)")
     parser.add_argument("--equivalence", action="store_true")
     parser.add_argument("--floor", action="store_true", help="also time a libcst parse of every file")

@@ -105,6 +105,7 @@ class Engine:
         self.parameter_values = ParameterValues(self)
         self._seen_hits: set = set()
         self._captures: dict[tuple, Capture] = {}
+        self._capture_hosts: set[int] = set()  # id() of the functions captures are written in (captures_in)
         self._discovered: set = set()  # function keys, and ("with-replaying-args", key)
         self._helpers: dict[int, Helper] = {}
         self._yields: set[int] = set()
@@ -122,6 +123,9 @@ class Engine:
         self._host_calls: list[tuple] = []  # (caller, callees or None, call, env, after_capture)
         self._calls_by_caller: dict[int, list[tuple]] = {}  # caller key -> (resolved callees, call)
         self._replay_writes: Optional[dict[tuple, list[tuple]]] = None  # _writes_between_replays
+        self._replay_writes_state: tuple = ()  # (_between_state() before, after, host calls taken in)
+        self._host_resolved: dict[int, list] = {}  # host call index -> its callees, resolved again (one epoch)
+        self._host_resolved_epoch = -1
         self._runners: Optional[tuple] = None  # (state, runner_methods, runner callers' keys)
         self._preludes: Optional[tuple] = None  # (replayers counted, {key: method}) of _replay_preludes
         self._deferred: dict[int, tuple] = {}
@@ -341,6 +345,7 @@ class Engine:
         if key not in self._captures:
             step = TraceStep(function.module, marker, label)
             self._captures[key] = Capture(kind, step, function=function, marker=marker, host=function, helper=helper)
+            self._capture_hosts.add(id(function))
         return self._captures[key]
 
     def capture_callables(
@@ -409,7 +414,7 @@ class Engine:
         self._host_calls.append((caller, callees or None, call, env, after_capture))
         if callees:
             self._calls_by_caller.setdefault(caller.key, []).append((callees, call))
-        self._replay_writes = None
+        # The writes between replays (_writes_between_replays) are looked at again, with this call.
 
     def note_mode_switch(self, function: FunctionInfo, after_capture: bool) -> None:
         """`model.eval()` / `model.train()` outside regions: `self.training` changes."""
@@ -545,18 +550,36 @@ class Engine:
 
     def _writes_between_replays(self) -> dict[tuple, list[tuple]]:
         """State keys (replay_writes.py) that functions called between replays change, each with
-        (the function, the call between replays, its caller)."""
-        if self._replay_writes is None:
-            writes: dict[tuple, list[tuple]] = {}
-            capturing = {c.function.key for c in self._captures.values() if c.function is not None}
-            for _, function, call, caller in self._host_callees(between=True):
-                changed = writes_of(self.project, function)
-                if changed and any(f.key in capturing for f in reachable(self.project, function)):
-                    continue  # rebuilds the state and captures again (NeMo's `_graph_reinitialize`)
-                for key in (*changed, *argument_keys(changed, function, call, caller)):
-                    writes.setdefault(key, []).append((function, call, caller))
-            self._replay_writes = writes
-        return self._replay_writes
+        (the function, the call between replays, its caller).
+
+        Made anew when host calls were added since it was made (walks keep adding them while
+        rules ask for every read they look at). Where the captures, replayers and derived facts
+        it was made with are unchanged, it is extended with the calls added since, in their
+        order: what a new table would hold, without resolving and judging every call again."""
+        writes = self._replay_writes
+        done = self._replay_writes_state[-1] if writes is not None else 0
+        if writes is not None and done == len(self._host_calls):
+            return writes
+        state = self._between_state()
+        if writes is None or self._replay_writes_state[:2] != (state, state):
+            writes, done = {}, 0
+        capturing = {c.function.key for c in self._captures.values() if c.function is not None}
+        for _, function, call, caller in self._host_callees(between=True, start=done):
+            changed = writes_of(self.project, function)
+            if changed and any(f.key in capturing for f in reachable(self.project, function)):
+                continue  # rebuilds the state and captures again (NeMo's `_graph_reinitialize`)
+            for key in (*changed, *argument_keys(changed, function, call, caller)):
+                writes.setdefault(key, []).append((function, call, caller))
+        self._replay_writes = writes
+        # Extended next time only if nothing it depends on changed while it was made.
+        self._replay_writes_state = (state, self._between_state(), len(self._host_calls))
+        return writes
+
+    def _between_state(self) -> tuple:
+        """What the answers of between_replays and the project's derived facts depend on; each
+        part only grows (or, for the epoch, changes when those facts are dropped)."""
+        return (self.project.epoch, len(self._captures), len(self._replayers), len(self._capturing_callers),
+                len(self._drivers), len(self._lazy_capturers), len(self._eager_capturers))
 
     def called_only_before_replays(self, function: FunctionInfo) -> bool:
         """Seen called outside captures, and never between replays: a `set_scale()` run while
@@ -564,24 +587,41 @@ class Engine:
         callers = {between for between, callee, _, _ in self._host_callees(named=function.name) if callee.key == function.key}
         return callers == {False}
 
-    def _host_callees(self, between: Optional[bool] = None, named: Optional[str] = None) -> Iterator[tuple]:
+    def _host_callees(self, between: Optional[bool] = None, named: Optional[str] = None, start: int = 0) -> Iterator[tuple]:
         """The project functions that host calls outside regions reach, each as (whether its
         caller runs between replays, the function, the call, the caller); only those callers
         (`between`), or only calls spelled with the name `named` (or not spelled with a name at
-        all). Resolving every host call of torch's tree was a tenth of its run."""
-        for caller, callees, call, env, after_capture in self._host_calls:
+        all); the host calls from index `start` on. Resolving every host call of torch's tree
+        was a tenth of its run."""
+        host_calls = self._host_calls
+        index = start - 1
+        while index + 1 < len(host_calls):  # calls that resolving one adds (a walk) are looked at too
+            index += 1
+            caller, callees, call, env, after_capture = host_calls[index]
             in_loop = self.between_replays(caller, after_capture, call)
             if between is not None and in_loop != between:
                 continue
             if callees is None:
                 if named is not None and callee_name(call.func) not in (named, None):
                     continue
-                # As the walk resolves calls: a module instance called runs its forward.
-                callees = [function for function, _ in Walker(self, caller, dict(env), Mode.DISCOVER).callees(call)]
+                callees = self._resolve_host_call(index)
             for function in callees:
                 # A constructor builds a new object: the captured one keeps its state.
                 if isinstance(function, FunctionInfo) and function.name not in ("__init__", "__post_init__"):
                     yield in_loop, function, call, caller
+
+    def _resolve_host_call(self, index: int) -> list:
+        """The callees of a host call the walk could not resolve, resolved again with every
+        module that can be loaded now; once per call while the project's derived facts hold
+        (the writes between replays are looked at again after every walk that adds a call)."""
+        if self._host_resolved_epoch != self.project.epoch:
+            self._host_resolved, self._host_resolved_epoch = {}, self.project.epoch
+        found = self._host_resolved.get(index)
+        if found is None:
+            caller, _, call, env, _ = self._host_calls[index]
+            # As the walk resolves calls: a module instance called runs its forward.
+            found = self._host_resolved[index] = [function for function, _ in Walker(self, caller, dict(env), Mode.DISCOVER).callees(call)]
+        return found
 
     def replay_receivers(self, function: FunctionInfo) -> list:
         """The graph expressions a function replays (`g`, `self.graphs[bs]`)."""
@@ -838,7 +878,9 @@ class Engine:
         return found
 
     def captures_in(self, function: FunctionInfo) -> bool:
-        return any(c.function is function for c in self._captures.values())
+        # Asked for every host call at every look at the writes between replays: kept as a set
+        # (only capture_in() gives a capture a function, and captures are never removed).
+        return id(function) in self._capture_hosts
 
     def calls_replay(self, function: FunctionInfo) -> bool:
         return function.key in self._replayers
@@ -923,11 +965,9 @@ class Engine:
         """id(call) -> the project functions each host call of `function` runs, resolved now
         where discovery could not (the object's class came from a module loaded later)."""
         found: dict[int, list] = {}
-        for caller, callees, call, env, _ in self._host_calls:
+        for index, (caller, callees, call, _, _) in enumerate(self._host_calls):
             if caller.key == function.key and id(call) not in found:
-                if callees is None:
-                    callees = [f for f, _ in Walker(self, caller, dict(env), Mode.DISCOVER).callees(call)]
-                found[id(call)] = callees
+                found[id(call)] = callees if callees is not None else self._resolve_host_call(index)
         return found
 
     def _replay_preludes(self) -> dict[int, FunctionInfo]:

@@ -49,6 +49,7 @@ class Project:
         self._by_name: dict[tuple[Path, str], Optional[ModuleInfo]] = {}
         self._cache: dict[object, object] = {}
         self._only_capturing = False
+        self.epoch = 0  # counts the changes of only_capturing, which clear the memo of derived facts
         self._no_capture: set[Path] = set()
         self._files: dict[tuple[Path, str], Optional[Path]] = {}
         self._listings: dict[str, frozenset] = {}
@@ -56,6 +57,12 @@ class Project:
         # while discovering, when modules without a capture form count as absent.
         self._lookups: dict[tuple[Optional[Path], str], Optional[ModuleInfo]] = {}
         self._capturing_lookups: dict[tuple[Optional[Path], str], Optional[ModuleInfo]] = {}
+        # The module a name finds in the first root that has it, whichever module asks (the
+        # same two memos): a tree with tests and examples has a root per folder of scripts,
+        # and every module asking for every name it imports went through all of them.
+        self._first: dict[str, Optional[ModuleInfo]] = {}
+        self._loads = 0  # modules loaded so far
+        self._capturing_first: dict[str, Optional[ModuleInfo]] = {}
         self.sources = sources or {}
         self.searches: dict[str, list[Path]] = {}  # text searched for -> files that had it
         self.missing: list[str] = []  # modules looked for on disk and not found ("root/pkg/mod")
@@ -71,7 +78,9 @@ class Project:
     def only_capturing(self, value: bool) -> None:
         self._only_capturing = value
         self._cache.clear()  # facts derived with modules left out must not outlive discovery
+        self.epoch += 1  # the engine's own memos of derived facts follow this one's
         self._capturing_lookups.clear()
+        self._capturing_first.clear()
 
     def cached(self, key: object, compute: Callable[[], object], pending: object) -> object:
         """Memoise a derived fact; `pending` answers recursive requests while it is computed."""
@@ -86,6 +95,8 @@ class Project:
             self.roots.append(root)
             self._lookups.clear()  # a name not found may be found under the new root
             self._capturing_lookups.clear()
+            self._first.clear()
+            self._capturing_first.clear()
 
     def module_for_path(self, path: Path, text: Optional[str] = None, tree: Optional[ast.Module] = None) -> Optional[ModuleInfo]:
         """The module at `path`; `tree` is its `ast` where the caller already made it."""
@@ -114,6 +125,8 @@ class Project:
         self._by_path[path] = info
         if info is not None:
             self._by_name.setdefault((root, name), info)
+            self._loads += 1
+            self._capturing_first.clear()  # a miss while discovering may be found now
         return info
 
     def find_constructions_with(self, finder: Callable[[ClassInfo], list]) -> None:
@@ -131,8 +144,9 @@ class Project:
         Nothing when more than `limit` files do: a name used that widely (torch's own
         classes, when torch is the checked tree) would cost a parse of half the tree and
         a join of so many call sites tells nothing anyway."""
-        paths = [path for path, source_text in self.sources.items() if text in source_text]
-        self.searches[text] = paths  # what the result depends on, for the cache
+        paths = self.searches.get(text)
+        if paths is None:  # each search reads every checked file: once per text
+            paths = self.searches[text] = [path for path, source_text in self.sources.items() if text in source_text]
         if len(paths) > limit:
             return []
         found = []
@@ -161,15 +175,31 @@ class Project:
             return self._lookups[key]
         if self._only_capturing and key in self._capturing_lookups:
             return self._capturing_lookups[key]
-        found = None
-        for root in ([near.root] if near is not None else []) + [r for r in self.roots if near is None or r != near.root]:
-            found = self._in_root(root, name)
-            if found is not None:
-                break
+        # Beside `near` first, then in the other roots in their order: where `near`'s root does
+        # not have it, the first root that does (near's own answers the same again).
+        found = self._in_root(near.root, name) if near is not None else None
+        if found is None:
+            found = self._in_first_root(name)
         if found is not None or not self._only_capturing:
             self._lookups[key] = found
         else:  # a miss while discovering holds only until modules are loaded for other reasons
             self._capturing_lookups[key] = found
+        return found
+
+    def _in_first_root(self, name: str) -> Optional[ModuleInfo]:
+        """The module `name` in the first root that has it. With every module available the
+        answer of each root is kept (_in_root), so this one holds until a root is added; while
+        discovering, until then or until a module is loaded."""
+        memo = self._capturing_first if self._only_capturing else self._first
+        if name in memo:
+            return memo[name]
+        found, roots, loads = None, len(self.roots), self._loads
+        for root in self.roots[:roots]:
+            found = self._in_root(root, name)
+            if found is not None:
+                break
+        if (roots, loads) == (len(self.roots), self._loads):  # kept only if nothing was added meanwhile
+            memo[name] = found
         return found
 
     def _locate(self, root: Path, name: str) -> Optional[Path]:
