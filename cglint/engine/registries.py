@@ -9,6 +9,8 @@ written value is the decorator's parameter, every definition the decorator decor
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Callable
+
 import libcst as cst
 
 from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo
@@ -16,26 +18,28 @@ from cglint.engine.project import Project
 from cglint.engine.syntax import descendants, dotted_name
 from cglint.engine.values import Kind, Value, evaluate, returned_closures
 
+if TYPE_CHECKING:
+    from cglint.engine.scope import Scope
+
 # How many files that name a decorator are searched for what it decorates.
 MAX_DECORATED_FILES = 64
 
 
-def written_entries(project: Project, module: ModuleInfo, name: str) -> tuple:
-    """((key, value), ...) that the module's functions store into its global `name`; keys
-    that are not string constants get a placeholder (a lookup by a variable joins them all)."""
-    return project.cached(("registry", module.name, name), lambda: _entries(project, module, name), ())  # type: ignore[return-value]
+def written_entries(project: Project, module: ModuleInfo, name: str, scope_of: Callable[[FunctionInfo], "Scope"]) -> tuple:
+    """((key, value), ...) that the module's functions store into its global `name`, each
+    value evaluated in `scope_of(the writing function)`; keys that are not string constants
+    get a placeholder (a lookup by a variable joins them all)."""
+    return project.cached(("registry", module.name, name), lambda: _entries(project, module, name, scope_of), ())  # type: ignore[return-value]
 
 
-def _entries(project: Project, module: ModuleInfo, name: str) -> tuple:
-    from cglint.engine.scope import Scope  # scope imports the value model this module uses
-
+def _entries(project: Project, module: ModuleInfo, name: str, scope_of: Callable[[FunctionInfo], "Scope"]) -> tuple:
     entries: list[tuple[str, Value]] = []
     needle = f"{name}["
     for function in module.all_functions():
         if function.outline is None or not function.outline.mentions((needle,)):
             continue
         for writer, key, value in _stores(function, name):
-            found = evaluate(value, Scope(project, writer))
+            found = evaluate(value, scope_of(writer))
             if not found.targets and isinstance(value, cst.Name) and value.value in _param_names(writer):
                 found = decorated_by(project, writer)
             if found.targets:

@@ -134,7 +134,7 @@ class Scope:
             current = evaluate(expr, scope)
             if isinstance(expr, (cst.Dict, cst.Call)) and (current.kind == Kind.HOST or current.fields):
                 # A registry: a dict the module's functions fill (`REGISTRY[name] = cls`).
-                entries = written_entries(self.project, module, name)
+                entries = written_entries(self.project, module, name, lambda writer: Scope(self.project, writer))
                 if entries:
                     current = Value(Kind.OBJECT, fields=current.fields + entries)
             value = current if value is None else join(value, current)
