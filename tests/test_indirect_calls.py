@@ -333,3 +333,39 @@ def test_a_container_attribute_holds_what_its_methods_store_in_it(tmp_path):
     """
     # The head is stored in another container, which the captured forward never reads.
     assert located(tmp_path, model) == {("model.py", "CG101", 6)}
+
+
+def test_a_hook_on_one_submodule_runs_where_that_submodule_runs(tmp_path):
+    model = """
+        import torch
+        from torch import nn
+
+        class Proj(nn.Module):
+            def forward(self, x):
+                return x
+
+        class Gated(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.o_proj = Proj()
+                self.o_proj.register_forward_hook(self._gate)
+
+            def _gate(self, module, inputs, output):
+                return output * float(output.sigmoid().mean())
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = Proj()
+                self.gated = Gated()
+
+            def forward(self, x):
+                return self.proj(x)
+    """
+    # The hook is on Gated's own `o_proj`; the captured forward calls another Proj.
+    assert located(tmp_path, model) == set()
+    gated = model.replace(
+        "            def _gate(self, module, inputs, output):",
+        "            def forward(self, x):\n                return self.o_proj(x)\n\n            def _gate(self, module, inputs, output):",
+    ).replace("return self.proj(x)", "return self.gated(self.proj(x))")
+    assert located(tmp_path / "gated", gated) == {("model.py", "CG101", 18)}

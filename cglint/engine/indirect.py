@@ -63,20 +63,31 @@ def _surely(project: Project, expr: cst.BaseExpression, decorating: FunctionInfo
     return all(f.outline is not None and len(returns_of(f.outline.node)) == 1 for f in chain)
 
 
-def module_hooks(project: Project, cls: ClassInfo) -> list[FunctionInfo]:
-    """The hooks registered on modules of `cls` (or of a base class of it)."""
+def module_hooks(project: Project, cls: ClassInfo, holder: Optional[ClassInfo] = None, attr: str = "") -> list[FunctionInfo]:
+    """The hooks that run when a module of `cls` is called: registered on the module itself
+    (`self.register_forward_hook(...)` in its class, `model.register_forward_hook(...)` in a
+    script), or, where the call is `self.<attr>(x)` in a method of `holder`, registered on that
+    attribute (`self.o_proj.register_forward_hook(self._gate)`: that one submodule only)."""
     mro = project.mro(cls)
-    return [hook for owner, hook in _registered_hooks(project) if owner in mro]
+    found = [hook for owner, hook in _registered_hooks(project) if owner in mro]
+    if holder is not None and attr:
+        holders = project.mro(holder)
+        found += [hook for (owner, name), hooks in _registered_hooks(project, on_attribute=True) if name == attr and owner in holders for hook in hooks]
+    return found
 
 
-def _registered_hooks(project: Project) -> list[tuple[ClassInfo, FunctionInfo]]:
-    return project.cached("module-hooks", lambda: _find_hooks(project), [])  # type: ignore[return-value]
+def _registered_hooks(project: Project, on_attribute: bool = False) -> list:
+    found = project.cached("module-hooks", lambda: _find_hooks(project), ([], []))
+    return found[1] if on_attribute else found[0]  # type: ignore[index]
 
 
-def _find_hooks(project: Project) -> list[tuple[ClassInfo, FunctionInfo]]:
+def _find_hooks(project: Project) -> tuple[list, list]:
+    """(owner class, hook) for hooks registered on a module, and ((holder class, attribute),
+    hooks) for hooks registered on `self.<attribute>` in a method of the holder."""
     from cglint.engine.scope import Scope
 
     found: list[tuple[ClassInfo, FunctionInfo]] = []
+    on_attributes: dict[tuple, list] = {}
     modules = {id(m): m for name in _HOOK_METHODS for m in project.modules_mentioning(name, limit=MAX_HOOK_FILES)}
     for module in modules.values():
         for function in [*module.all_functions(), module.body_function]:
@@ -86,10 +97,15 @@ def _find_hooks(project: Project) -> list[tuple[ClassInfo, FunctionInfo]]:
             for node in descendants(function.node):
                 if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _HOOK_METHODS and node.args):
                     continue
-                owners = [t for t in evaluate(node.func.value, scope).targets if isinstance(t, ClassInfo)]
                 hooks = [t for t in evaluate(node.args[0].value, scope).targets if isinstance(t, FunctionInfo)]
-                found.extend((owner, hook) for owner in owners for hook in hooks)
-    return found
+                receiver = node.func.value
+                me = function.params[0].name.value if function.is_method and function.params else None
+                if isinstance(receiver, cst.Attribute) and isinstance(receiver.value, cst.Name) and receiver.value.value == me:
+                    on_attributes.setdefault((function.cls, receiver.attr.value), []).extend(hooks)
+                elif isinstance(receiver, cst.Name):  # `self`, or a module a script or function holds
+                    owners = [t for t in evaluate(receiver, scope).targets if isinstance(t, ClassInfo)]
+                    found.extend((owner, hook) for owner in owners for hook in hooks)
+    return found, list(on_attributes.items())
 
 
 def context_methods(project: Project, value: Value) -> list[FunctionInfo]:

@@ -791,8 +791,9 @@ class Walker:
             self.engine.enqueue(function, args, self.job, step)
             if bound and function.cls is not None and function.name in ("forward", "__call__") and not _names_forward(call):
                 # Hooks registered on the module run around its forward.
+                held = call.func.attr.value if isinstance(call.func, cst.Attribute) and self.scope.self_name and isinstance(call.func.value, cst.Name) and call.func.value.value == self.scope.self_name else ""
                 for cls in receiver.targets if receiver is not None else (function.cls,):
-                    for hook in indirect.module_hooks(project, cls):
+                    for hook in indirect.module_hooks(project, cls, self.function.cls, held):
                         self.engine.enqueue(hook, {}, self.job, step)
         if not targets and self.scope.qualname(call.func) not in _NOT_CALLING:
             # An external function given a project callable will call it (checkpoint(fn, x), vmap(fn)).
