@@ -245,14 +245,16 @@ def _deep_stack(function, *args):
         previous = threading.stack_size(_STACK_BYTES)
     except (ValueError, RuntimeError):  # a platform that cannot size thread stacks
         return function(*args)
+    # Raised before the thread starts: a thread takes the limit in force when it begins.
+    sys.setrecursionlimit(max(limit, _RECURSION_LIMIT))
     try:
         worker = threading.Thread(target=run, name="cglint-engine", daemon=True)
         worker.start()
     except RuntimeError:  # no thread with such a stack can be started (a low memory limit)
+        sys.setrecursionlimit(limit)
         return function(*args)
     finally:
         threading.stack_size(previous)
-    sys.setrecursionlimit(max(limit, _RECURSION_LIMIT))
     try:
         worker.join()
     finally:
