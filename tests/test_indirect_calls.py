@@ -369,3 +369,26 @@ def test_a_hook_on_one_submodule_runs_where_that_submodule_runs(tmp_path):
         "            def forward(self, x):\n                return self.o_proj(x)\n\n            def _gate(self, module, inputs, output):",
     ).replace("return self.proj(x)", "return self.gated(self.proj(x))")
     assert located(tmp_path / "gated", gated) == {("model.py", "CG101", 18)}
+
+
+def test_calling_an_autograd_forward_directly_passes_ctx_itself(tmp_path):
+    model = """
+        import torch
+        from torch import nn
+
+        class ClampOp(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, limit):
+                if limit > 0:
+                    x = x.clamp(max=limit)
+                return x
+
+        class Model(nn.Module):
+            def forward(self, x):
+                args = (x, 3.0)
+                if torch.is_grad_enabled():
+                    return ClampOp.apply(*args)
+                return ClampOp.forward(None, *args)
+    """
+    # `limit` is the float both calls pass, never the tensor: no branch on tensor data.
+    assert located(tmp_path, model) == set()

@@ -773,8 +773,9 @@ class Walker:
         partial = callee.bound
         project = self.engine.project
         for function, bound in targets:
-            # `Op.apply(x)` binds `x` to forward's second parameter, after autograd's `ctx`.
-            ctx = project.is_autograd_forward(function)
+            # `Op.apply(x)` binds `x` to forward's second parameter, after autograd's `ctx`
+            # (`Op.forward(None, x)` passes ctx itself).
+            ctx = project.is_autograd_forward(function) and not _names_forward(call)
             receiver = self.receiver(call, function) if bound and function.params else None
             wrapper = indirect.decorator_wrapper(project, function) if callee.tag != indirect.UNDECORATED else None
             if wrapper is not None:  # `@timed def step(x)`: the call runs timed's closure, which calls step
