@@ -10,7 +10,7 @@ from typing import Optional
 
 import libcst as cst
 
-from cglint.engine.syntax import assigned_names, code_of, descendants, named_attribute_write
+from cglint.engine.syntax import assigned_names, code_of, descendants, named_attribute_write, registers_tensor
 from cglint.engine.values import Kind
 from cglint.rule import REPLAY, Hit, Rule
 
@@ -209,8 +209,7 @@ for batch in loader:
             return  # `if self.static_x is None: self.static_x = x.clone()`: bound before the capture
         if isinstance(node, cst.Call):  # `self.register_buffer("inv_freq", new)`, `setattr(obj, "x", t)`
             target = named_attribute_write(node)
-            buffer = isinstance(node.func, cst.Attribute) and node.func.attr.value in ("register_buffer", "register_parameter")
-            name = _captured_target(target, node.args[-1].value, ctx, tensor=buffer) if target is not None else ""
+            name = _captured_target(target, node.args[-1].value, ctx, tensor=registers_tensor(node)) if target is not None else ""
             if name and ctx.replay_follows():
                 yield Hit(node, {"name": name, "kept": _kept_by_graph(ctx.value(target))}, capture=ctx.capture_using(target))
             return

@@ -392,3 +392,25 @@ def test_calling_an_autograd_forward_directly_passes_ctx_itself(tmp_path):
     """
     # `limit` is the float both calls pass, never the tensor: no branch on tensor data.
     assert located(tmp_path, model) == set()
+
+
+def test_getattr_with_a_default_is_not_the_default_when_the_attribute_is_unknown(tmp_path):
+    model = """
+        import torch
+        from torch import nn
+
+        def fused_matmul(x, w):
+            return x @ w if bool(x.isfinite().all()) else x
+
+        class Model(nn.Module):
+            def __init__(self, linear):
+                super().__init__()
+                self.linear = linear
+
+            def forward(self, x):
+                if getattr(self.linear, "_use_fused", False):
+                    return fused_matmul(x, self.linear.weight)
+                return self.linear(x)
+    """
+    # Whether the linear layer was tagged `_use_fused` is not known: the fused path may run.
+    assert located(tmp_path, model) == {("model.py", "CG101", 5)}

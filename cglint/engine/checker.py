@@ -449,13 +449,20 @@ class Engine:
 
     def _calls_of(self, key: int) -> list:
         """(call, caller) for each resolved host call of the function with this key."""
+        return self._host_call_index()[0].get(key, [])
+
+    def _host_call_index(self) -> tuple[dict[int, list], dict[int, list]]:
+        """The host calls by callee key ((call, caller) of resolved calls) and by caller key
+        (their positions in `_host_calls`), built again once more calls are known."""
         if self._callers_index is None or self._callers_index[0] != len(self._host_calls):
-            index: dict[int, list] = {}
-            for caller, callees, call, _, _ in self._host_calls:
+            by_callee: dict[int, list] = {}
+            by_caller: dict[int, list] = {}
+            for position, (caller, callees, call, _, _) in enumerate(self._host_calls):
+                by_caller.setdefault(caller.key, []).append(position)
                 for callee in callees or ():
-                    index.setdefault(callee.key, []).append((call, caller))
-            self._callers_index = (len(self._host_calls), index)
-        return self._callers_index[1].get(key, [])
+                    by_callee.setdefault(callee.key, []).append((call, caller))
+            self._callers_index = (len(self._host_calls), (by_callee, by_caller))
+        return self._callers_index[1]
 
     def _in_replay_loop(self, function: FunctionInfo, node: cst.CSTNode) -> bool:
         """Whether the statement (or the call) is in a loop of `function` that replays."""
@@ -965,8 +972,9 @@ class Engine:
         """id(call) -> the project functions each host call of `function` runs, resolved now
         where discovery could not (the object's class came from a module loaded later)."""
         found: dict[int, list] = {}
-        for index, (caller, callees, call, _, _) in enumerate(self._host_calls):
-            if caller.key == function.key and id(call) not in found:
+        for index in self._host_call_index()[1].get(function.key, ()):
+            _, callees, call, _, _ = self._host_calls[index]
+            if id(call) not in found:
                 found[id(call)] = callees if callees is not None else self._resolve_host_call(index)
         return found
 

@@ -41,7 +41,7 @@ def _entries(project: Project, module: ModuleInfo, name: str, scope_of: Callable
         for writer, key, value in _stores(function, name):
             found = evaluate(value, scope_of(writer))
             if not found.targets and isinstance(value, cst.Name) and value.value in _param_names(writer):
-                found = decorated_by(project, writer)
+                found = decorated_by(project, writer, scope_of)
             if found.targets:
                 literal = key.evaluated_value if isinstance(key, cst.SimpleString) else None
                 entries.append((literal if isinstance(literal, str) else f"<entry {len(entries)}>", found))
@@ -67,7 +67,7 @@ def _param_names(function: FunctionInfo) -> set[str]:
     return {p.name.value for p in function.params}
 
 
-def decorated_by(project: Project, decorator: FunctionInfo) -> Value:
+def decorated_by(project: Project, decorator: FunctionInfo, scope_of: Callable[[FunctionInfo], "Scope"]) -> Value:
     """The classes and functions decorated by `decorator`, used as `@decorator` or, where it
     is the closure a factory returns, as `@factory(...)`."""
     factory = decorator.parent if decorator.parent is not None and decorator.parent.qualname != "<module>" else None
@@ -77,32 +77,24 @@ def decorated_by(project: Project, decorator: FunctionInfo) -> Value:
     wanted = factory if factory is not None else decorator
     found: list = []
     for module in project.modules_mentioning(spelled, limit=MAX_DECORATED_FILES):
+        scope = scope_of(module.body_function)
         for definition in (*module.classes.values(), *module.functions.values()):
-            if _decorated_with(project, module, definition, wanted, spelled):
+            if _decorated_with(project, scope, definition, wanted, spelled):
                 found.append(definition)
     if not found:
         return Value()
     return Value(Kind.OBJECT, targets=tuple(found), is_class=all(isinstance(d, ClassInfo) for d in found))
 
 
-def _decorated_with(project: Project, module: ModuleInfo, definition, wanted: FunctionInfo, spelled: str) -> bool:
+def _decorated_with(project: Project, scope: "Scope", definition, wanted: FunctionInfo, spelled: str) -> bool:
+    """Whether a decorator of `definition` is `@wanted` or `@wanted(...)`, resolved in `scope`
+    (the module's own: imports and aliases as the module writes them)."""
     node = definition.node if isinstance(definition, ClassInfo) else (definition.header or definition.node)
-    decorators = getattr(node, "decorators", ())
-    for decorator in decorators:
+    for decorator in getattr(node, "decorators", ()):
         expr = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
-        spelling = dotted_name(expr) or ""
-        if spelling.rsplit(".", 1)[-1] != spelled:
-            continue
-        resolved = project.resolve(_qualified(module, spelling), module)
-        if resolved is wanted:
+        if (dotted_name(expr) or "").rsplit(".", 1)[-1] != spelled:
+            continue  # a cheap test before resolving
+        named = scope.qualname(expr)
+        if named is not None and project.resolve(named, scope.module) is wanted:
             return True
     return False
-
-
-def _qualified(module: ModuleInfo, spelling: str) -> str:
-    head, _, rest = spelling.partition(".")
-    if head in module.imports:
-        base = module.imports[head]
-    else:
-        base = f"{module.name}.{head}"
-    return f"{base}.{rest}" if rest else base

@@ -74,7 +74,7 @@ def _scan(project: "Project", function: FunctionInfo, depth: int) -> frozenset:
             if named is not None:  # `self.register_buffer("inv_freq", f)`, `setattr(self, "scale", s)`
                 found.update(attribute_write_keys(named, scope()))
             if depth > 1:
-                for callee in _callees(project, scope(), current):
+                for callee in callees_of(project, scope(), current):
                     found.update(k for k in writes_of(project, callee, depth - 1) if k[0] != _PARAM)
     return frozenset(found)
 
@@ -98,7 +98,7 @@ def _reach(project: "Project", function: FunctionInfo, depth: int) -> tuple:
     if depth > 1 and isinstance(function.node, cst.FunctionDef):
         scope = Scope(project, function, initial_env(project, function))
         for call in (n for n in descendants(function.node) if isinstance(n, cst.Call)):
-            for callee in _callees(project, scope, call):
+            for callee in callees_of(project, scope, call):
                 for reached in reachable(project, callee, depth - 1):
                     found.setdefault(reached.key, reached)
     return tuple(found.values())
@@ -234,7 +234,7 @@ def item_keys(keys: list[tuple], item: Optional[str], shared: bool = False) -> l
     return [(ITEM, key, item) for key in keys] + ([(ITEM, ANY_CONTAINER, item)] if shared else [])
 
 
-def _callees(project: "Project", scope, call: cst.Call) -> list[FunctionInfo]:
+def callees_of(project: "Project", scope, call: cst.Call) -> list[FunctionInfo]:
     from cglint.engine.values import evaluate
 
     value = evaluate(call.func, scope)

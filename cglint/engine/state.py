@@ -14,7 +14,7 @@ import libcst as cst
 from cglint.engine.api import tables
 from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo, self_attr
 from cglint.engine.project import Project
-from cglint.engine.replay_writes import ANY_OWNER, attribute_key, initialised_once, item_keys, restored_state
+from cglint.engine.replay_writes import ANY_OWNER, attribute_key, callees_of, initialised_once, item_keys, restored_state
 from cglint.engine.syntax import assigned_names, code_of, descendants, item_name
 from cglint.engine.values import Kind, evaluate, host_reads
 from cglint.rule import Location
@@ -219,8 +219,8 @@ class StateFacts:
             return (function, written) if written is not None else None
         scope = Scope(self.project, function, initial_env(self.project, function))
         for call in (n for n in descendants(function.node) if isinstance(n, cst.Call)):
-            for callee in evaluate(call.func, scope).targets:
-                if isinstance(callee, FunctionInfo) and callee is not function:
+            for callee in callees_of(self.project, scope, call):
+                if callee is not function:
                     found = self._write_below(callee, expr, depth - 1)
                     if found is not None:
                         return found

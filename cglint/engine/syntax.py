@@ -298,6 +298,11 @@ def reads(expr: cst.BaseExpression, opens: Callable[[cst.BaseExpression], bool])
 _REGISTERING = frozenset({"register_buffer", "register_parameter"})
 
 
+def registers_tensor(call: cst.Call) -> bool:
+    """`register_buffer(...)` / `register_parameter(...)`: the attribute it binds holds a tensor."""
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value in _REGISTERING
+
+
 def named_attribute_write(call: cst.Call) -> Optional[cst.Attribute]:
     """The attribute a call assigns by name, as the expression `obj.x` it binds; else None."""
     args = positional(call)

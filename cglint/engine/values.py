@@ -791,8 +791,10 @@ def _getattr(call: cst.Call, scope: "Scope") -> Value:
         for method in sorted(names):
             current = _attribute_of(base, method, scope)
             found = current if found is UNKNOWN else join(found, current)
-    if len(args) > 2 and found.kind == Kind.UNKNOWN:
-        return evaluate(args[2], scope)
+    if len(args) > 2 and found.kind != Kind.UNKNOWN:
+        # The default where the object lacks the attribute. An attribute of unknown value is
+        # unknown, not the default: `getattr(linear, "_use_cutlass", False)` may be true.
+        return join(found, evaluate(args[2], scope))
     return found
 
 
