@@ -13,7 +13,7 @@ from typing import Optional
 
 import libcst as cst
 
-from cglint.engine.definitions import ClassInfo, FunctionInfo
+from cglint.engine.definitions import ClassInfo, FunctionInfo, self_attr
 from cglint.engine.project import Project
 from cglint.engine.syntax import descendants
 from cglint.engine.values import Kind, Value, evaluate, returned_closures, returns_of
@@ -99,9 +99,9 @@ def _find_hooks(project: Project) -> tuple[list, list]:
                     continue
                 hooks = [t for t in evaluate(node.args[0].value, scope).targets if isinstance(t, FunctionInfo)]
                 receiver = node.func.value
-                me = function.params[0].name.value if function.is_method and function.params else None
-                if isinstance(receiver, cst.Attribute) and isinstance(receiver.value, cst.Name) and receiver.value.value == me:
-                    on_attributes.setdefault((function.cls, receiver.attr.value), []).extend(hooks)
+                held = self_attr(receiver, function.params[0].name.value) if function.is_method and function.params else None
+                if held is not None:
+                    on_attributes.setdefault((function.cls, held), []).extend(hooks)
                 elif isinstance(receiver, cst.Name):  # `self`, or a module a script or function holds
                     owners = [t for t in evaluate(receiver, scope).targets if isinstance(t, ClassInfo)]
                     found.extend((owner, hook) for owner in owners for hook in hooks)

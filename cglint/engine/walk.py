@@ -792,7 +792,7 @@ class Walker:
             self.engine.enqueue(function, args, self.job, step)
             if bound and function.cls is not None and function.name in ("forward", "__call__") and not _names_forward(call):
                 # Hooks registered on the module run around its forward.
-                held = call.func.attr.value if isinstance(call.func, cst.Attribute) and self.scope.self_name and isinstance(call.func.value, cst.Name) and call.func.value.value == self.scope.self_name else ""
+                held = (self_attr(call.func, self.scope.self_name) if self.scope.self_name else None) or ""  # `self.o_proj(x)`
                 for cls in receiver.targets if receiver is not None else (function.cls,):
                     for hook in indirect.module_hooks(project, cls, self.function.cls, held):
                         self.engine.enqueue(hook, {}, self.job, step)
