@@ -66,57 +66,37 @@ class ReadSite:
         return out
 
 
-_plans: dict[CodeType, tuple[ReadSite, ...]] = {}
+def _scanned(scan, code: CodeType) -> tuple[ReadSite, ...]:
+    try:
+        return tuple(scan(code))
+    except Exception:  # noqa: BLE001 - bytecode this scanner does not know: no guards, never a crash
+        return ()
 
 
+# Each asked for code objects on every line event while capturing: computed once per code object.
+@functools.cache
 def plan(code: CodeType) -> tuple[ReadSite, ...]:
-    found = _plans.get(code)
-    if found is None:
-        try:
-            found = tuple(_scan(code))
-        except Exception:  # noqa: BLE001 - bytecode this scanner does not know: no guards, never a crash
-            found = ()
-        _plans[code] = found
-    return found
+    return _scanned(_scan, code)
 
 
-_lines: dict[CodeType, frozenset[int]] = {}
-
-
+@functools.cache
 def lines(code: CodeType) -> frozenset[int]:
     """The lines of `code` that hold a read."""
-    found = _lines.get(code)
-    if found is None:
-        found = _lines[code] = frozenset(site.line for site in plan(code)) | frozenset(counter_lines(code))
-    return found
+    return frozenset(site.line for site in plan(code)) | frozenset(counter_lines(code))
 
 
-_counters: dict[CodeType, tuple[ReadSite, ...]] = {}
-
-
+@functools.cache
 def counters(code: CodeType) -> tuple[ReadSite, ...]:
     """The counters `code` advances: a chain stored back with a value computed from itself."""
-    found = _counters.get(code)
-    if found is None:
-        try:
-            found = tuple(_scan_counters(code))
-        except Exception:  # noqa: BLE001 - bytecode this scanner does not know
-            found = ()
-        _counters[code] = found
-    return found
+    return _scanned(_scan_counters, code)
 
 
-_counter_lines: dict[CodeType, dict[int, tuple[ReadSite, ...]]] = {}
-
-
+@functools.cache
 def counter_lines(code: CodeType) -> dict[int, tuple[ReadSite, ...]]:
     """The counters of `code` by line (what a line event evaluates before the line runs)."""
-    found = _counter_lines.get(code)
-    if found is None:
-        found = {}
-        for site in counters(code):
-            found[site.line] = found.get(site.line, ()) + (site,)
-        _counter_lines[code] = found
+    found: dict[int, tuple[ReadSite, ...]] = {}
+    for site in counters(code):
+        found[site.line] = found.get(site.line, ()) + (site,)
     return found
 
 
