@@ -791,10 +791,11 @@ def _getattr(call: cst.Call, scope: "Scope") -> Value:
         for method in sorted(names):
             current = _attribute_of(base, method, scope)
             found = current if found is UNKNOWN else join(found, current)
-    if len(args) > 2 and found.kind != Kind.UNKNOWN:
-        # The default where the object lacks the attribute. An attribute of unknown value is
-        # unknown, not the default: `getattr(linear, "_use_cutlass", False)` may be true.
-        return join(found, evaluate(args[2], scope))
+    if len(args) > 2:
+        # An attribute that may be missing: often set from outside the class, where its value
+        # is not known (`getattr(linear, "_use_cutlass", False)` after a model sets it), so
+        # only the objects it may hold are kept, never a constant that would prune a branch.
+        return join(found, evaluate(args[2], scope)) if found.targets else UNKNOWN
     return found
 
 
