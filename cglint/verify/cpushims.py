@@ -352,7 +352,14 @@ def install(session: Session) -> None:
         "graph_pool_handle": lambda: (0, 0),
         "is_current_stream_capturing": lambda: _depth[0] > 0,
     }
-    for owner, table in ((torch.cuda, {**_DEVICE_QUERIES, **replacements}), (torch, {"Generator": EmulatedGenerator})):
+    # `torch.cuda.graphs.graph_pool_handle()` (mamba's update_graph_cache) reaches the module that defines them.
+    in_graphs = {name: replacements[name] for name in
+                 ("graph", "CUDAGraph", "make_graphed_callables", "graph_pool_handle", "is_current_stream_capturing")}
+    graphs_module = getattr(torch.cuda, "graphs", None)
+    tables = [(torch.cuda, {**_DEVICE_QUERIES, **replacements}), (torch, {"Generator": EmulatedGenerator})]
+    if graphs_module is not None:
+        tables.append((graphs_module, {k: v for k, v in in_graphs.items() if hasattr(graphs_module, k)}))
+    for owner, table in tables:
         for name, value in table.items():
             _patched.set(owner, name, value)
     context_cls = DeviceContext
