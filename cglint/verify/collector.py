@@ -17,6 +17,7 @@ end of the capture: one that moved advanced once, at capture, and never on repla
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gc
 import operator
@@ -173,6 +174,9 @@ class Collector:
             counters = readplan.counter_lines(code).get(line)
             if counters:
                 self._count(frame, counters)
+            indexed = readplan.var_lines(code).get(line)
+            if indexed:
+                self._indexed(frame, indexed)
         return None
 
     def _on_return(self, code: CodeType, offset: int, value: Any) -> Any:
@@ -223,6 +227,9 @@ class Collector:
                 counters = readplan.counter_lines(frame.f_code).get(frame.f_lineno)
                 if counters:
                     self._count(frame, counters)
+                indexed = readplan.var_lines(frame.f_code).get(frame.f_lineno)
+                if indexed:
+                    self._indexed(frame, indexed)
         elif event == "return" and frame in self._lines:
             self._leave(frame, library=False)
         return self._local
@@ -260,6 +267,7 @@ class Collector:
                     continue
                 if at_site:
                     self._site_tensor(frame.f_globals if site.kind == "global" else local, site)
+                    self._site_container(frame, frame.f_globals if site.kind == "global" else local, site)
                 self._guard(frame, local, site, frame)
         except Exception:  # noqa: BLE001 - a guard is never worth breaking the user's capture
             return
@@ -299,12 +307,61 @@ class Collector:
         if isinstance(value, torch.Tensor) and value.is_cuda:
             self.guards.site_tensors[site.text] = value
 
+    def _site_container(self, frame: FrameType, space: Any, site: readplan.ReadSite) -> None:
+        """Static inputs held in a container the capture site passes (`self._forward(**self.static_kwargs)`,
+        a batch dataclass): each of its entries that holds tensors is a slot, so that an entry rebound
+        instead of copied into (`static_kwargs["cond"] = new_cond`) is reported where it is rebound. Tensor
+        entries count when the container is unpacked into the call (`*`, `**`): those are its arguments."""
+        if site.kind not in ("local", "global", "name") or any(step != "attr" for step, _ in site.steps):
+            return
+        value = space.get(site.root, _MISSING)
+        for _, key in site.steps:
+            if value is _MISSING or isinstance(value, (torch.Tensor, ModuleType)):
+                return
+            value = _module_attr(value, key) if isinstance(value, torch.nn.Module) else getattr(value, key, _MISSING)
+        if type(value) not in _CONTAINERS and not _is_dataclass_object(value):
+            return
+        unpacked = readplan.unpacked(frame.f_code, site)
+        get_root = functools.partial(_space_get, space, site.root) if site.kind != "local" or not site.steps \
+            else _weak_or_held(space.get(site.root))
+        self._entries(frame, site, value, _fetcher(get_root, site.steps), site.text, unpacked, 0)
+
+    def _entries(self, frame: FrameType, site: readplan.ReadSite, container: Any, get: Callable[[], Any], text: str,
+                 tensors: bool, depth: int) -> None:
+        if depth > 2 or self.guards.seen(("entries", id(container))):
+            return
+        if type(container) in (dict,):
+            items, step = list(container.items())[:64], "item"
+        elif type(container) in (list, tuple):
+            items, step = list(enumerate(container))[:64], "item"
+        elif _is_dataclass_object(container):
+            items, step = [(f.name, getattr(container, f.name, None)) for f in dataclasses.fields(container)], "attr"
+        else:
+            return
+        for key, entry in items:
+            if not isinstance(key, (str, int)):
+                continue
+            label = f"{text}.{key}" if step == "attr" else f"{text}[{key!r}]"
+            fetch = _fetcher(get, ((step, key),))
+            nested = type(entry) in _CONTAINERS or _is_dataclass_object(entry)
+            if nested and not _holds_tensors(entry, 2):
+                continue
+            if type(container) is not tuple and (nested or (tensors and isinstance(entry, torch.Tensor))):
+                try:
+                    data_ptr = entry.data_ptr() if isinstance(entry, torch.Tensor) else 0
+                except Exception:  # noqa: BLE001 - no storage
+                    continue
+                self.guards.slot(Slot(label, _site_where(frame.f_code, site), _weak_or_held(entry), data_ptr, fetch,
+                                      get, (step, key), container=nested))
+            if nested:
+                self._entries(frame, site, entry, fetch, label, True, depth + 1)
+
     def _guard(self, frame: FrameType, local: Any, site: readplan.ReadSite, at: FrameType) -> None:
         rooted = _root(frame, local, site)
         if rooted is None:
             return
         value, identity, get_root = rooted
-        if self.guards.seen((identity, site.steps)):
+        if self.guards.seen((identity, site.steps, site.test)):
             return  # read before (each layer's forward reads the same config): nothing new to build
         root = value
         watched: list[tuple[int, str]] = []
@@ -337,8 +394,9 @@ class Collector:
             self._slot(frame, site, len(site.steps), root, identity, get_root, value)
             return
         value = frozen(value)
-        if not guardable(value) or (site.kind in ("local", "deref") and type(root) in _HELD):
-            return  # a container passed in is held for its tensors only (slots)
+        if not guardable(value) or (site.kind in ("local", "deref") and type(root) in _HELD
+                                    and not _passed_in(frame.f_code, site)):
+            return  # a container this call made is no state a replay freezes: held for its tensors only (slots)
         # A serving engine captures the same step at many batch sizes: each capture reads the same
         # values at the same sites, and building their guards again was most of the collector's
         # cost. A guard an earlier capture at this site built from this object is shared while it
@@ -359,7 +417,7 @@ class Collector:
             found = functools.partial(writers.cell_stores, get_root.args[0], site.root)  # get_root reads the cell
         else:
             found = _writers_of(frame, site, holder, self._site_codes, self.recorder)
-        guard = Guard(site.text, code, where, self._trace(at, where), value, fetch, found)
+        guard = Guard(site.text, code, where, self._trace(at, where), value, fetch, found, test=site.test)
         if site.steps and site.steps[-1][0] in ("attr", "item") and not isinstance(holder, (ModuleType, torch.nn.Module)):
             guard.holder, guard.step = _fetcher(get_root, site.steps[:-1]), site.steps[-1]
         watched = watched if watchable else []
@@ -383,6 +441,26 @@ class Collector:
         text = readplan.ReadSite(site.kind, site.root, steps, site.use, *([0] * 5)).text
         self.guards.slot(Slot(text, _site_where(frame.f_code, site), weakref.ref(tensor), data_ptr,
                               _fetcher(get_root, steps), _fetcher(get_root, steps[:-1]), steps[-1]))
+
+    def _indexed(self, frame: FrameType, sites: tuple[readplan.ReadSite, ...]) -> None:
+        """Before a line that reads `CHAIN[key]` with the key in a local (`self.scalings[slot]` in a loop over
+        the slots): the read of each key the line sees, as if the key were written out."""
+        if frame in self._started_at:
+            return  # the capture site's own lookups (`graphs[bs]`): which graph, not what it computes
+        try:
+            local = frame.f_locals
+            for site in sites:
+                key = local.get(site.steps[-1][1], _MISSING)
+                if type(key) not in (int, str):
+                    continue
+                concrete = _keyed.get((site, key))
+                if concrete is None:
+                    if len(_keyed) > _MAX_BUILT:
+                        _keyed.clear()
+                    concrete = _keyed[(site, key)] = dataclasses.replace(site, steps=site.steps[:-1] + (("item", key),))
+                self._guard(frame, local, concrete, frame)
+        except Exception:  # noqa: BLE001 - never worth breaking the user's capture
+            return
 
     # --- counters ------------------------------------------------------------------
     def _count(self, frame: FrameType, counters: tuple[readplan.ReadSite, ...]) -> None:
@@ -451,6 +529,47 @@ class Collector:
 
 _built: dict[tuple, tuple[readplan.ReadSite, Guard, list[tuple[int, str]]]] = {}
 _MAX_BUILT = 100_000
+_keyed: dict[tuple, readplan.ReadSite] = {}  # a read by a local key, with the key seen written out
+
+
+def _is_dataclass_object(value: Any) -> bool:
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)
+
+
+def _holds_tensors(value: Any, depth: int) -> bool:
+    if isinstance(value, torch.Tensor):
+        return True
+    if depth < 0:
+        return False
+    if type(value) is dict:
+        entries = list(value.values())[:64]
+    elif type(value) in (list, tuple):
+        entries = list(value)[:64]
+    elif _is_dataclass_object(value):
+        entries = [getattr(value, f.name, None) for f in dataclasses.fields(value)]
+    else:
+        return False
+    return any(_holds_tensors(v, depth - 1) for v in entries)
+
+
+def _space_get(space: Any, name: str) -> Any:
+    return space[name]
+
+
+def _weak_or_held(value: Any) -> Callable[[], Any]:
+    """A weak reference where the object takes one (a tensor, a dataclass), else the object itself."""
+    try:
+        return weakref.ref(value)
+    except TypeError:
+        return functools.partial(_same_object, value)
+
+
+def _passed_in(code: CodeType, site: readplan.ReadSite) -> bool:
+    """Whether a container root reached the frame from outside: an argument (`group` of an optimizer's
+    `_apply(params, group)`) or a closure cell; one the call built itself is not state between replays."""
+    if site.kind == "deref":
+        return True
+    return site.root in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
 
 # Guards shared between captures hold their first capture's recorder and the objects they
 # watch: they end with the session whose watchers they rely on (pytest runs many).

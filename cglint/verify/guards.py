@@ -110,6 +110,9 @@ class Slot:
     holder: Callable[[], Any]  # the dict, list or object
     step: tuple[str, Any]  # ("attr", name) or ("item", key)
     last: Any = None  # the value last reported
+    # A container of static inputs (a dict, list or dataclass holding tensors) held in a container the
+    # capture site passed (`**self.static_kwargs`): `tensor` returns it, and rebinding it is the finding.
+    container: bool = False
 
 
 @dataclass
@@ -123,6 +126,7 @@ class Guard:
     writers: Callable[[], list[Related]] = lambda: []  # where a global is assigned (found statically)
     holder: Optional[Callable[[], Any]] = None  # the class, object or dict read last, and the key read from it:
     step: tuple = ()  # their writers are looked for when the value changed (writers.py)
+    test: tuple = ()  # the test the code made of the value (readplan.derive): a change that keeps its outcome is none
 
 
 @dataclass
@@ -185,6 +189,7 @@ class GuardSet:
                     continue
             except Exception:  # noqa: BLE001 - gone already
                 continue
+            _watch_holder(guard)
             if watched and watchers.installed() and type(guard.captured) is not PartialCall:  # keywords change in place
                 for key in watched:
                     self.by_key.setdefault(key, []).append(guard)
@@ -252,12 +257,16 @@ class GuardSet:
     def _rebound(self, slot: Slot, recorder: Recorder, frame: Optional[FrameType]) -> None:
         """A slot that holds another tensor: reported at the store that rebound it where it is found."""
         try:
-            related, certain = writers.find(slot.holder(), slot.step[0], slot.step[1], frame)
+            related, certain = writers.find(slot.holder(), slot.step[0], slot.step[1], frame, _holder_name(slot.text))
         except Exception:  # noqa: BLE001 - where it was written is never worth breaking a replay
             related, certain = [], False
         read = f"{frames.display_path(slot.where.path)}:{slot.where.line}"
         what = (f"`{slot.text}` is rebound to another tensor after the capture at {self.label}, which read it at "
                 f"{read}; the graph keeps reading the captured tensor")
+        if slot.container:
+            kind = type(slot.tensor()).__name__
+            what = (f"`{slot.text}` (a {kind} of tensors the capture at {self.label} read, passed at {read}) is rebound "
+                    f"to another object instead of copied into; the graph keeps reading the captured tensors")
         if certain or len(related) == 1:
             obs = recorder.observe_at(rc.REBIND_CAPTURED_TENSOR, what, _where(related[0]), (),
                                       evidence=_replay_note(frame))
@@ -276,9 +285,9 @@ class GuardSet:
                 continue
             if now is not self.last.get(id(guard), guard.captured):
                 self.last[id(guard)] = now
-                if not same(now, guard.captured):
+                if differs(guard, now):
                     self.changed[id(guard)] = (guard, now)
-                    _report(guard, now, recorder, frame, guard.writers() or _stores_to(guard, frame))
+                    _report(guard, now, recorder, frame, _writers(guard, frame))
         if self.dirty:
             dirty, self.dirty = self.dirty, {}
             done: set[int] = set()
@@ -292,7 +301,7 @@ class GuardSet:
                     except Exception:  # noqa: BLE001
                         continue
                     self.last[id(guard)] = now
-                    if not same(now, guard.captured):
+                    if differs(guard, now):
                         self.changed[id(guard)] = (guard, now)
                         _report(guard, now, recorder, frame, [writer] if writer else [])
         for slot in self.slots:
@@ -300,7 +309,7 @@ class GuardSet:
                 now = slot.fetch()
             except Exception:  # noqa: BLE001 - its holder is gone
                 continue
-            if now is slot.last or now is slot.tensor() or not isinstance(now, torch.Tensor):
+            if now is slot.last or now is slot.tensor() or not (slot.container or isinstance(now, torch.Tensor)):
                 continue
             slot.last = now
             self._rebound(slot, recorder, frame)
@@ -329,13 +338,50 @@ def explanation(changes: Iterable[tuple[Guard, Any]]) -> tuple[str, list[Related
     return "; explained by what the capture froze: " + ", ".join(parts[:3]), related[:3]
 
 
+def differs(guard: Guard, now: Any) -> bool:
+    """Whether what the capture made of the guarded value would differ now: the value itself, or the
+    outcome of the test the code made of it (`offset == 0` stays False while the offset moves on)."""
+    if same(now, guard.captured):
+        return False
+    if not guard.test:
+        return True
+    return not same(readplan.derive(guard.test, now), readplan.derive(guard.test, guard.captured))
+
+
+def _watch_holder(guard: Guard) -> None:
+    """From the end of the capture on, keep the line that writes the plain object's attribute a guard
+    read (`params.temperature`): its class gets a `__setattr__` that notes the writer (watchers)."""
+    if guard.holder is None or not guard.step or guard.step[0] != "attr" or not watchers.installed():
+        return
+    try:
+        holder = guard.holder()
+    except Exception:  # noqa: BLE001 - gone already
+        return
+    if isinstance(holder, type) or isinstance(holder, (dict, list, tuple)):
+        return
+    watchers.watch_object(holder, guard.step[1])
+
+
+def _writers(guard: Guard, frame: Optional[FrameType]) -> list[Related]:
+    """Where a changed guard's value was written: the line the watchers saw write it, else the stores
+    found in the code (writers.py)."""
+    if guard.holder is not None and guard.step and guard.step[0] == "attr":
+        try:
+            seen = watchers.last_write(guard.holder(), guard.step[1])
+        except Exception:  # noqa: BLE001 - gone
+            seen = None
+        if seen is not None:
+            return [seen]
+    return guard.writers() or _stores_to(guard, frame)
+
+
 def _stores_to(guard: Guard, frame: Optional[FrameType]) -> list[Related]:
     """Where the class, object or dict entry a guard read may have been written."""
     holder = guard.holder() if guard.holder is not None else None
     if holder is None or not guard.step:
         return []
     try:
-        related, certain = writers.find(holder, guard.step[0], guard.step[1], frame)
+        related, certain = writers.find(holder, guard.step[0], guard.step[1], frame, _holder_name(guard.text))
     except Exception:  # noqa: BLE001 - an explanation is never worth a crash
         return []
     return related[:1] if certain else related
@@ -371,6 +417,9 @@ def _report(guard: Guard, now: Any, recorder: Recorder, frame: Optional[FrameTyp
         effect = "the slice here keeps the extent it had at capture"
     else:
         effect = f"the graph keeps using {then}"
+    if guard.test:
+        effect = (f"`{_test_text(guard)}` was {readplan.derive(guard.test, guard.captured)} at capture and is "
+                  f"{readplan.derive(guard.test, now)} now; {effect}")
     written = f" (set at {writers[0].path}:{writers[0].line})" if writers else ""
     what = f"`{guard.text}` was {then} at capture and is {_shown(now)} before this replay{written}; {effect}"
     obs = recorder.observe_at(guard.code, what, guard.where, guard.stack(), evidence=_replay_note(frame))
@@ -378,6 +427,36 @@ def _report(guard: Guard, now: Any, recorder: Recorder, frame: Optional[FrameTyp
         obs.add(f"also {what.split(';')[0]}")  # another value read on the same line
     for related in writers[:3]:
         obs.relate(related)
+
+
+def _test_text(guard: Guard) -> str:
+    text = guard.text
+    for op in guard.test:
+        if op[0] == "cmp":
+            text = f"{text} {op[1]} {op[2]!r}"
+        elif op[0] == "is":
+            text = f"{text} is{' not' if op[1] else ''} {op[2]!r}"
+        elif op[0] == "in":
+            text = f"{text}{' not' if op[1] else ''} in {op[2]!r}"
+        elif op[0] == "bin":
+            text = f"({text} {op[1]} {op[2]!r})"
+        elif op[0] == "neg":
+            text = f"-{text}"
+        elif op[0] == "not":
+            text = f"not {text}"
+        elif op[0] == "truth":
+            text = f"bool({text})"
+        elif op[0] == "none":
+            text = f"{text} is None"
+    return text
+
+
+def _holder_name(text: str) -> Optional[str]:
+    """The name the holder of a read's last step was reached by: `scalings` of `self.mgr.scalings[0]`,
+    `group` of `group['lr']`."""
+    head = text.rsplit("[", 1)[0] if text.endswith("]") else text.rsplit(".", 1)[0]
+    name = head.rsplit(".", 1)[-1].rsplit("[", 1)[0]
+    return name if name.isidentifier() else None
 
 
 # --- hooks for the replay paths ----------------------------------------------------

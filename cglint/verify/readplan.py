@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dis
 import functools
+import operator
 import sys
 from dataclasses import dataclass
 from types import CodeType
@@ -50,6 +51,10 @@ class ReadSite:
     end_line: int
     end_column: int
     offset: int
+    # What the code derives from the value before anything else sees it, when that is a test with
+    # constants (`x == 0`, `x > 1`, `x is None`, `if x:`): a change that keeps the test's outcome
+    # changes nothing the capture computed (see `derive`). Empty when the value itself is used.
+    test: tuple = ()
 
     # Cached on the site (plans live as long as their code): every capture builds guards from the
     # same sites of each layer's forward.
@@ -61,6 +66,8 @@ class ReadSite:
                 out += f".{key}"
             elif step == "item":
                 out += f"[{key!r}]"
+            elif step == "var":
+                out += f"[{key}]"
             else:
                 out = f"len({out})"
         return out
@@ -82,7 +89,23 @@ def plan(code: CodeType) -> tuple[ReadSite, ...]:
 @functools.cache
 def lines(code: CodeType) -> frozenset[int]:
     """The lines of `code` that hold a read."""
-    return frozenset(site.line for site in plan(code)) | frozenset(counter_lines(code))
+    return frozenset(site.line for site in plan(code)) | frozenset(counter_lines(code)) | frozenset(var_lines(code))
+
+
+@functools.cache
+def var_sites(code: CodeType) -> tuple[ReadSite, ...]:
+    """Reads subscripted by a local (`self.scalings[slot]`, `group[name]`): the last step is ("var", NAME),
+    the local that holds the key. The key is known only while the line runs (a loop variable moves on),
+    so these are evaluated at their line, not when the frame returns."""
+    return _scanned(_scan_var, code)
+
+
+@functools.cache
+def var_lines(code: CodeType) -> dict[int, tuple[ReadSite, ...]]:
+    found: dict[int, tuple[ReadSite, ...]] = {}
+    for site in var_sites(code):
+        found[site.line] = found.get(site.line, ()) + (site,)
+    return found
 
 
 @functools.cache
@@ -208,20 +231,136 @@ def _scan(code: CodeType):
         if root[0] in ("local", "super") and not steps:
             i = j
             continue
-        site = _site(root, tuple(steps), VALUE if called else _use(insts, j), start, last)
+        site = _site(root, tuple(steps), VALUE if called else _use(insts, j), start, last,
+                     () if called else _test(insts, j))
         if site is not None:
             yield site
         i = j
 
 
-def _site(root: tuple[str, str], steps: tuple, use: str, start: dis.Instruction, last: dis.Instruction) -> Optional[ReadSite]:
+def _site(root: tuple[str, str], steps: tuple, use: str, start: dis.Instruction, last: dis.Instruction,
+          test: tuple = ()) -> Optional[ReadSite]:
     pos, end = start.positions, last.positions
     if pos is None or pos.lineno is None:
         return None
     end_line = (end.end_lineno if end else None) or pos.lineno
     end_col = (end.end_col_offset if end else None) or pos.col_offset or 0
     return ReadSite(root[0], root[1], steps, use, pos.lineno, (pos.col_offset or 0) + 1, end_line, end_col + 1,
-                    start.offset)
+                    start.offset, test)
+
+
+def _scan_var(code: CodeType):
+    """`CHAIN[name]` with `name` a local: the chain (a root and attributes), then LOAD_FAST name, BINARY_SUBSCR."""
+    insts = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
+    for k, ins in enumerate(insts):
+        if ins.opname != "BINARY_SUBSCR" or k < 2 or not insts[k - 1].opname.startswith("LOAD_FAST"):
+            continue
+        index = insts[k - 1].argval
+        if not isinstance(index, str):
+            continue
+        names, m = [], k - 2
+        while m >= 0 and _attr(insts[m]) is not None:
+            names.append(("attr", insts[m].argval))
+            m -= 1
+        root = _root(insts[m], code) if m >= 0 else None
+        if root is None or root[0] == "name":
+            continue
+        steps = tuple(reversed(names)) + (("var", index),)
+        site = _site(root, steps, _use(insts, k + 1), insts[m], ins, _test(insts, k + 1))
+        if site is not None:
+            yield site
+
+
+def unpacked(code: CodeType, site: ReadSite) -> bool:
+    """Whether the chain read at `site` is unpacked into a call (`f(*CHAIN)`, `f(**CHAIN)`)."""
+    insts = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
+    for k, ins in enumerate(insts):
+        if ins.offset == site.offset:
+            after = k + 1 + len(site.steps)
+            nxt = insts[after] if after < len(insts) else None
+            return nxt is not None and (nxt.opname in ("DICT_MERGE", "DICT_UPDATE", "CALL_FUNCTION_EX", "LIST_EXTEND")
+                                        or (nxt.opname == "BUILD_MAP" and nxt.arg == 0))
+    return False
+
+
+# --- tests a read feeds: what the capture derived from the value ------------------------------------
+_COMPARE = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne, ">": operator.gt,
+            ">=": operator.ge}
+_BINARY = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "//": operator.floordiv,
+           "%": operator.mod, "**": operator.pow, "&": operator.and_, "|": operator.or_, "^": operator.xor,
+           "<<": operator.lshift, ">>": operator.rshift}
+_CONSTANTS = (int, float, str, bytes, bool, type(None), tuple, frozenset)
+
+
+def _test(insts: list, j: int) -> tuple:
+    """The ops from instruction j on that turn the value on top of the stack into a bool with constants
+    only (`== 0`, `> 1.0`, `% 2 == 0`, `is None`, `in ("a", "b")`, `not`, a conditional jump's truth
+    test), or () when the value goes on as it is (a store, an operand of other work, a call)."""
+    ops: list[tuple] = []
+    k, n = j, len(insts)
+    while k < n and len(ops) < 6:
+        ins = insts[k]
+        op = ins.opname
+        if op in ("LOAD_CONST", "LOAD_SMALL_INT") and k + 1 < n:
+            const, nxt = ins.argval, insts[k + 1]
+            if not isinstance(const, _CONSTANTS):
+                return ()
+            if nxt.opname == "COMPARE_OP":
+                name = str(nxt.argval).replace("bool(", "").rstrip(")")
+                return tuple(ops) + (("cmp", name, const),) if name in _COMPARE else ()
+            if nxt.opname == "IS_OP":
+                return tuple(ops) + (("is", bool(nxt.arg), const),)
+            if nxt.opname == "CONTAINS_OP":
+                return tuple(ops) + (("in", bool(nxt.arg), const),)
+            if nxt.opname == "BINARY_OP":
+                name = nxt.argrepr[:-1] if nxt.argrepr.endswith("=") else nxt.argrepr
+                if name not in _BINARY:
+                    return ()
+                ops.append(("bin", name, const))
+                k += 2
+                continue
+            return ()
+        if op == "UNARY_NOT":
+            return tuple(ops) + (("not",),)
+        if op == "UNARY_NEGATIVE":
+            ops.append(("neg",))
+        elif op == "TO_BOOL":
+            pass
+        elif op.startswith("POP_JUMP") and "IF" in op:
+            return tuple(ops) + ((("none",) if "NONE" in op else ("truth",)),)
+        else:
+            return ()
+        k += 1
+    return ()
+
+
+def derive(test: tuple, value: Any) -> Any:
+    """What the ops of `_test` make of `value` (a bool); a private marker when they raise."""
+    try:
+        for op in test:
+            kind = op[0]
+            if kind == "cmp":
+                value = _COMPARE[op[1]](value, op[2])
+            elif kind == "is":
+                value = (value is op[2]) != op[1]
+            elif kind == "in":
+                value = (value in op[2]) != op[1]
+            elif kind == "bin":
+                value = _BINARY[op[1]](value, op[2])
+            elif kind == "neg":
+                value = -value
+            elif kind == "not":
+                value = not value
+            elif kind == "truth":
+                value = bool(value)
+            elif kind == "none":
+                value = value is None
+        return bool(value)
+    except Exception:  # noqa: BLE001 - a test that raises: its outcome differs from any that did not
+        return _RAISED
+
+
+_RAISED = object()
 
 
 def _scan_counters(code: CodeType):

@@ -113,12 +113,94 @@ def _data_set(self: torch.Tensor, value: torch.Tensor) -> None:
             guards.data_written(self, writer)
 
 
+def _module_register(original: Callable) -> Callable:
+    """`register_buffer(name, t)` and `register_parameter(name, p)` store into `_buffers` and
+    `_parameters` without `__setattr__` (transformers' dynamic RoPE rebinds `inv_freq` so): the
+    same watch as an assignment."""
+    def register(self: torch.nn.Module, name: str, tensor: Any, *args: Any, **kwargs: Any) -> None:
+        if collecting and isinstance(tensor, torch.Tensor):
+            _rebound_in_capture(self, name, tensor)
+        original(self, name, tensor, *args, **kwargs)
+        if _subscribers:
+            key = (id(self), name)
+            subs = _subscribers.get(key)
+            if subs:
+                writer = _writer()
+                for guards in _live(subs):
+                    guards.written(key, tensor, writer)
+
+    return register
+
+
+# --- attributes of plain objects (a dataclass field, a config object's attribute) ---------------
+# A guard that read `params.temperature` from a plain object names the line that wrote it: from the
+# end of the capture on, the object's class has a `__setattr__` that calls the one it had and, for
+# the (object, attribute) pairs some guard read, keeps the user line that wrote last. The class and
+# its instances keep their types; only classes of objects a capture read get one, and a write to an
+# attribute no guard read costs a dict lookup.
+_object_keys: dict[tuple[int, str], Optional[Related]] = {}  # (id(object), attribute) -> the last writer
+_object_refs: dict[int, "weakref.ref[Any]"] = {}  # the watched objects, to drop their keys when they go
+_watched_classes: set[type] = set()
+_unwatchable: set[type] = set()
+
+
+def _object_setattr(original: Callable) -> Callable:
+    def __setattr__(self: Any, name: str, value: Any) -> None:
+        original(self, name, value)
+        if _object_keys:
+            key = (id(self), name)
+            if key in _object_keys:
+                _object_keys[key] = _writer()
+
+    return __setattr__
+
+
+def watch_object(obj: Any, name: str) -> bool:
+    """Keep the line that writes `obj.name` from now on (last_write). False when the object's class
+    cannot be watched (a builtin type, an nn.Module: those are watched by `install` already)."""
+    if not _patched:
+        return False
+    cls = type(obj)
+    if cls in _unwatchable or isinstance(obj, (type, torch.nn.Module, torch.Tensor)):
+        return False
+    if cls not in _watched_classes:
+        try:
+            original = cls.__setattr__
+            _patched.set(cls, "__setattr__", functools.wraps(original)(_object_setattr(original)))
+        except (TypeError, AttributeError):  # a builtin or extension type
+            _unwatchable.add(cls)
+            return False
+        _watched_classes.add(cls)
+    ident = id(obj)
+    if ident not in _object_refs:
+        try:
+            _object_refs[ident] = weakref.ref(obj, functools.partial(_forget_object, ident))
+        except TypeError:  # no weak references (a class with __slots__): watched while the session lasts
+            _object_refs[ident] = lambda: obj
+    _object_keys.setdefault((ident, name), None)
+    return True
+
+
+def _forget_object(ident: int, _ref: Any = None) -> None:
+    _object_refs.pop(ident, None)
+    for key in [k for k in _object_keys if k[0] == ident]:
+        del _object_keys[key]
+
+
+def last_write(obj: Any, name: str) -> Optional[Related]:
+    """The user line that last assigned `obj.name` since it was watched (watch_object), if any."""
+    return _object_keys.get((id(obj), name))
+
+
 def install() -> None:
     """Watch writes to modules and parameters for the rest of the session."""
     if _patched:
         return
     module_cls, param_cls = torch.nn.Module, torch.nn.Parameter
     _patched.set(module_cls, "__setattr__", functools.wraps(module_cls.__setattr__)(_module_setattr(module_cls.__setattr__)))
+    for name in ("register_buffer", "register_parameter"):
+        original = getattr(module_cls, name)
+        _patched.set(module_cls, name, functools.wraps(original)(_module_register(original)))
     _patched.set(param_cls, "data", property(_data_get, _data_set, doc=_TENSOR_DATA.__doc__))
 
 
@@ -126,6 +208,10 @@ def uninstall() -> None:
     _patched.restore()
     _subscribers.clear()
     _data_subscribers.clear()
+    _object_keys.clear()
+    _object_refs.clear()
+    _watched_classes.clear()
+    _unwatchable.clear()
     for forget in _at_uninstall:
         forget()
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dis
 import gc
 import sys
-from types import CodeType, FrameType, FunctionType
+from types import CodeType, FrameType, FunctionType, ModuleType
 from typing import Any, Optional
 
 from cglint.findings import Related
@@ -33,13 +33,20 @@ def stores(code: CodeType, step: str, key: Any) -> tuple[Store, ...]:
     return found
 
 
+ANY = object()  # the key of `stores(code, "item", ANY)`: every `HOLDER[key] = v` whose key is a constant or a name
+_KEY_LOADS = ("LOAD_CONST", "LOAD_FAST", "LOAD_NAME", "LOAD_GLOBAL", "LOAD_DEREF", "LOAD_SMALL_INT")
+
+
 def _scan(code: CodeType, step: str, key: Any):
     insts = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
     for k, ins in enumerate(insts):
         if step == "attr" and ins.opname == "STORE_ATTR" and ins.argval == key:
             end = k
         elif step == "item" and ins.opname == "STORE_SUBSCR" and k and insts[k - 1].opname == "LOAD_CONST" \
-                and insts[k - 1].argval == key:
+                and key is not ANY and insts[k - 1].argval == key:
+            end = k - 1
+        elif step == "item" and key is ANY and ins.opname == "STORE_SUBSCR" and k \
+                and insts[k - 1].opname.startswith(_KEY_LOADS) and not insts[k - 1].opname.startswith("LOAD_FAST_LOAD"):
             end = k - 1
         else:
             continue
@@ -70,9 +77,13 @@ def _evaluate(frame: FrameType, holder: tuple[str, str, tuple[str, ...]]) -> Any
     return value
 
 
-def find(holder: Any, step: str, key: Any, frame: Optional[FrameType]) -> tuple[list[Related], bool]:
+def find(holder: Any, step: str, key: Any, frame: Optional[FrameType],
+         name: Optional[str] = None) -> tuple[list[Related], bool]:
     """Where `holder`'s slot may have been written: (related locations, best first; whether the first is
-    certain: a store in the replaying frame whose target is `holder` itself)."""
+    certain: a store in the replaying frame whose target is `holder` itself). `name`: the attribute or
+    variable the capture reached the holder by (`scalings` of `self.mgr.scalings[slot]`): a dict or list
+    entry is looked for in every module of the project, where stores to a holder of that name, or to the
+    same constant key, are the candidates."""
     if frame is None:
         return [], False
     owners = _owners(holder, step, key)
@@ -81,7 +92,10 @@ def find(holder: Any, step: str, key: Any, frame: Optional[FrameType]) -> tuple[
         if caller is None:
             break
         certain = []
-        for line, column, target in stores(caller.f_code, step, key):
+        found_here = stores(caller.f_code, step, key)
+        if step == "item":  # `self.static_kwargs[k] = v`: the key in a variable, the holder itself the target
+            found_here = found_here + stores(caller.f_code, step, ANY)
+        for line, column, target in found_here:
             try:
                 if target is not None and any(_evaluate(caller, target) is o for o in owners):
                     certain.append((line, column))
@@ -108,7 +122,67 @@ def find(holder: Any, step: str, key: Any, frame: Optional[FrameType]) -> tuple[
             related = Related(frames.display_path(code.co_filename), line, column, "the value may be changed here")
             if related not in found:
                 found.append(related)
+    if step == "item" and isinstance(holder, (dict, list)):
+        for related in _entry_stores(holder, key, frame, name):
+            if related not in found:
+                found.append(related)
     return found, False
+
+
+def _entry_stores(holder: Any, key: Any, frame: FrameType, name: Optional[str]) -> list[Related]:
+    """`HOLDER[k] = v` anywhere in the project's modules, for a dict or list entry: stores to a holder
+    reached by the same name (`self.scalings[i] = s` for `mgr.scalings[0]`) first, then stores of the
+    same constant key to a holder the code cannot evaluate (`param_group["lr"] = lr`)."""
+    by_name, by_key = [], []
+    for code in _project_codes(frame):
+        for line, column, target in stores(code, "item", ANY):
+            if target is None:
+                continue
+            _kind, root, attrs = target
+            if name is not None and (attrs[-1] if attrs else root) == name:
+                by_name.append(Related(frames.display_path(code.co_filename), line, column,
+                                       "the value may be changed here"))
+        if isinstance(key, (str, int)) and not isinstance(key, bool):
+            for line, column, target in stores(code, "item", key):
+                if target is not None and target[0] in ("global", "name"):
+                    try:
+                        if _evaluate_global(code, target) is not holder:
+                            continue
+                    except Exception:  # noqa: BLE001
+                        continue
+                by_key.append(Related(frames.display_path(code.co_filename), line, column,
+                                      "the value may be changed here"))
+    both = [r for r in by_name if r in by_key]
+    return both + [r for r in by_name if r not in both] + [r for r in by_key if r not in both]
+
+
+_project: dict[str, Any] = {"count": -1, "codes": []}
+
+
+def _project_codes(frame: FrameType) -> list[CodeType]:
+    """The functions and methods of every loaded module of the project (user code outside
+    site-packages), initialisers left out; recomputed when modules were imported since."""
+    if _project["count"] == len(sys.modules):
+        return _project["codes"]
+    codes: list[CodeType] = []
+    for module in list(sys.modules.values()):
+        if not isinstance(module, ModuleType) or not frames.is_user_module(module):
+            continue
+        space = object.__getattribute__(module, "__dict__")
+        path = space.get("__file__") or ""
+        if "site-packages" in path or "dist-packages" in path:
+            continue
+        for value in list(space.values()):
+            members = vars(value).values() if isinstance(value, type) and value.__module__ == space.get("__name__") else (value,)
+            for member in members:
+                fn = getattr(member, "__func__", getattr(member, "fget", member))
+                if isinstance(fn, FunctionType) and fn.__globals__ is space and frames.is_user_code(fn.__code__) \
+                        and fn.__name__ not in ("__init__", "__post_init__"):
+                    _globals_of[fn.__code__] = space
+                    if fn.__code__ not in codes:
+                        codes.append(fn.__code__)
+    _project["count"], _project["codes"] = len(sys.modules), codes
+    return codes
 
 
 def _owners(holder: Any, step: str, key: Any) -> list[Any]:
