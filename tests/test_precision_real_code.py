@@ -122,8 +122,7 @@ def test_compare_with_cached_copy_and_once_functions(tmp_path):
 def test_setters_nobody_calls_between_replays_are_configuration(tmp_path):
     # diffusers' `enable_tiling()`, Megatron's `set_pipeline_model_parallel_rank()`, SGLang's
     # `set_fused_op_backend()`: configuration API run while building, never seen between
-    # replays. A counter stepped by the forward, and a setter called in the replay loop,
-    # still change what the graph froze.
+    # replays. A setter called in the replay loop still changes what the graph froze.
     found = findings(
         tmp_path,
         {
@@ -177,7 +176,8 @@ def test_setters_nobody_calls_between_replays_are_configuration(tmp_path):
         },
         select=["CG202"],
     )
-    assert codes_lines(found) == {("CG202", 28), ("CG202", 30)}
+    # Line 28 (`self.calls % 100`) reads a counter only the captured forward steps: CG505's, at the write.
+    assert codes_lines(found) == {("CG202", 30)}
 
 
 def test_helper_only_configuration_api_calls_is_setup(tmp_path):

@@ -102,6 +102,7 @@ class Engine:
         self.state = StateFacts(project, self)
         self.hits: list[RawHit] = []
         self.reach_graph = ReachGraph()
+        self._captured_keys: Optional[set] = None  # keys of the functions any capture reaches
         self.parameter_values = ParameterValues(self)
         self._seen_hits: set = set()
         self._captures: dict[tuple, Capture] = {}
@@ -213,7 +214,18 @@ class Engine:
             for function in self._replay_candidates():
                 env = initial_env(self.project, function)
                 self._guarded(function.module, lambda: Walker(self, function, env, Mode.REPLAY).run())
-        return self.hits
+        return [hit for hit in self.hits if not self._changed_by_capture_itself(hit)]
+
+    def _changed_by_capture_itself(self, hit: RawHit) -> bool:
+        """Whether every change a hit blames is made by captured code (a forward that updates
+        its own attribute, run again eagerly between replays; a sibling graph's loop body):
+        such a write is CG505's concern, at the write, not a change made between replays."""
+        changes = [value for value in hit.details.values() if isinstance(value, Change)]
+        if not changes or any(change.by is None for change in changes):
+            return False
+        if self._captured_keys is None:
+            self._captured_keys = {key for capture in self._captures.values() for key in self.reach_graph.reach(capture)[0]}
+        return all(change.by.key in self._captured_keys for change in changes)
 
     def helper_names(self) -> set[str]:
         """Names of project functions found to capture when called (for a second file scan)."""

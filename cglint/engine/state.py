@@ -94,10 +94,11 @@ class Change(str):
 
     sites: tuple = ()
 
-    def __new__(cls, text: str, sites: Iterable[Location] = (), runs: Any = True) -> "Change":
+    def __new__(cls, text: str, sites: Iterable[Location] = (), runs: Any = True, by: Optional[FunctionInfo] = None) -> "Change":
         change = super().__new__(cls, text)
         change.sites = tuple(sites)
         change._runs = runs  # a bool, or a function that decides it when first asked
+        change.by = by  # the function whose running makes the change (called between replays, or the writer)
         return change
 
     @property
@@ -107,7 +108,7 @@ class Change(str):
         return self._runs
 
     def reworded(self, text: str) -> "Change":
-        return Change(text, self.sites, self._runs)
+        return Change(text, self.sites, self._runs, self.by)
 
 
 def reword(state: Optional[str], text: str) -> str:
@@ -145,7 +146,7 @@ class StateFacts:
             function, written = found
             where = "the module" if function.qualname == "<module>" else f"{function.qualname}()"
             sites = [Location(function.module, written, f"changes {code} between calls")] if written is not None else []
-            return Change(f"{code} is changed between replays in {where}", sites)
+            return Change(f"{code} is changed between replays in {where}", sites, by=function)
         container = expr.value if isinstance(expr, cst.Subscript) else expr  # an entry changes with its container
         if isinstance(container, cst.Attribute):
             base = evaluate(container.value, scope)
@@ -207,7 +208,7 @@ class StateFacts:
         if found is not None:
             writer, written = found
             sites.append(Location(writer.module, written, f"changes {code}"))
-        return Change(f"{code} is changed between replays by {function.qualname}()", sites)
+        return Change(f"{code} is changed between replays by {function.qualname}()", sites, by=function)
 
     def _write_below(self, function: FunctionInfo, expr: cst.BaseExpression, depth: int = 3) -> Optional[tuple[FunctionInfo, cst.CSTNode]]:
         """The statement that writes the state `expr` reads: in `function`, or in the functions
@@ -372,7 +373,7 @@ class StateFacts:
 
     def _written(self, text: str, method: FunctionInfo, node: cst.CSTNode, note: str, scope: Optional["Scope"]) -> Change:
         runs = (lambda: self._runs(method, scope.function)) if scope is not None else True
-        return Change(text, [Location(method.module, node, f"{note} (in {method.qualname}())")], runs)
+        return Change(text, [Location(method.module, node, f"{note} (in {method.qualname}())")], runs, method)
 
     def _mutated_attribute(self, cls: ClassInfo, attr: str, setup: set[int], scope: Optional["Scope"] = None) -> Optional[str]:
         """A host list attribute grown or shrunk outside setup (`self.history.append(t)`):
@@ -461,7 +462,7 @@ class StateFacts:
     def _global_write(self, text: str, function: FunctionInfo, node: cst.CSTNode) -> Change:
         """A `global` write: it runs between calls when something calls its function."""
         location = Location(function.module, node, f"changes `{code_of(assigned_target(node))}` (in {function.qualname}())")
-        return Change(text, [location], lambda: bool(self.engine.parameter_values.call_sites(function)))
+        return Change(text, [location], lambda: bool(self.engine.parameter_values.call_sites(function)), function)
 
 
 _RETURNED = "<return>"
