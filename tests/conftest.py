@@ -78,6 +78,11 @@ SLOW_TESTS = {
         "test_a_tree_outside_the_working_directory_is_named_by_its_absolute_path",
         "test_a_capture_the_script_dies_in_keeps_what_ran_before",
     },
+    # Each runs a small program under `cglint verify` in CPU trace mode (5-12 s).
+    "test_verify_replay_writers.py": {
+        "test_the_write_between_replays_is_located",
+        "test_the_correct_twin_is_silent",
+    },
     "test_verify_replay_divergence.py": {
         "test_each_marked_line_is_reported_and_the_verdict_holds",
         "test_class_attributes_name_the_write",

@@ -304,12 +304,17 @@ class GuardSet:
                     if differs(guard, now):
                         self.changed[id(guard)] = (guard, now)
                         _report(guard, now, recorder, frame, [writer] if writer else [])
+        moved: list[str] = []  # containers found rebound: what they held is explained by them
         for slot in self.slots:
             try:
                 now = slot.fetch()
             except Exception:  # noqa: BLE001 - its holder is gone
                 continue
-            if now is slot.last or now is slot.tensor() or not (slot.container or isinstance(now, torch.Tensor)):
+            if now is slot.tensor() or not (slot.container or isinstance(now, torch.Tensor)):
+                continue
+            if slot.container:
+                moved.append(slot.text)
+            if now is slot.last or any(slot.text.startswith((m + ".", m + "[")) for m in moved):
                 continue
             slot.last = now
             self._rebound(slot, recorder, frame)
