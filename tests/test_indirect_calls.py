@@ -414,3 +414,34 @@ def test_getattr_with_a_default_is_not_the_default_when_the_attribute_is_unknown
     """
     # Whether the linear layer was tagged `_use_fused` is not known: the fused path may run.
     assert located(tmp_path, model) == {("model.py", "CG101", 5)}
+
+
+def test_a_declared_base_class_runs_every_override(tmp_path):
+    # Transformer Engine's quantizers: the module holds a `Quantizer`, the recipe picks the
+    # subclass. A call on an annotated base runs each project override; a subclass of another
+    # base does not.
+    model = """
+        import torch
+        from torch import nn
+
+        class Quantizer:
+            def quantize(self, x):
+                return x
+
+        class Fp8Quantizer(Quantizer):
+            def quantize(self, x):
+                return x * float(x.abs().max())
+
+        class Logger:
+            def quantize(self, x):
+                print(x.sum().item())
+                return x
+
+        def apply(quantizer: Quantizer, x):
+            return quantizer.quantize(x)
+
+        class Model(nn.Module):
+            def forward(self, x):
+                return apply(self.quantizer, x)
+    """
+    assert located(tmp_path, model) == {("model.py", "CG101", 10)}

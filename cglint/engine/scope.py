@@ -12,7 +12,7 @@ from cglint.engine.api import tables
 from cglint.engine.definitions import AttrWrite, ClassInfo, FunctionInfo, ModuleInfo, dataclass_fields, self_attr
 from cglint.engine.project import Project
 from cglint.engine.registries import written_entries
-from cglint.engine.values import FALSE, HOST, NONE, PY_NONE, TENSOR, TRUE, UNKNOWN, Kind, Value, evaluate, instance_of, join, literal_value
+from cglint.engine.values import FALSE, HOST, NONE, PY_NONE, TENSOR, TRUE, UNKNOWN, Kind, Value, class_instance, evaluate, instance_of, join, literal_value
 
 _DTYPES = frozenset(
     "float16 float32 float64 bfloat16 half float double int8 int16 int32 int64 uint8 long int short bool "
@@ -483,7 +483,8 @@ def _annotation_value(annotation: cst.BaseExpression, scope: Scope) -> Value:
         return HOST
     reference = scope.reference(qualified)
     if reference.is_class:  # an instance of a project class
-        return Value(Kind.OBJECT, targets=reference.targets, tag=scope.class_tag(reference.targets[0]))
+        return class_instance(reference.targets[0], scope) if len(reference.targets) == 1 else \
+            Value(Kind.OBJECT, targets=reference.targets, tag=scope.class_tag(reference.targets[0]))
     tag = tables().objects.get(qualified, "")
     if tag:
         return Value(Kind.OBJECT, tag=tag)

@@ -283,10 +283,17 @@ def instance_of(qualified: Optional[str], scope: "Scope") -> Optional[Value]:
     if isinstance(definition, ClassInfo):
         if any(base.rsplit(".", 1)[-1].endswith("Tensor") for base in scope.project.base_names(definition)):
             return None  # a project tensor subclass
-        return Value(Kind.OBJECT, targets=(definition,), tag=scope.class_tag(definition))
+        return class_instance(definition, scope)
     if definition is not None or "." not in qualified or qualified.split(".")[0] == scope.module.name.split(".")[0]:
         return None  # a function, or a name of the project that resolved to nothing
     return Value(Kind.OBJECT)
+
+
+def class_instance(cls: ClassInfo, scope: "Scope") -> Value:
+    """An object declared (annotated, or tested with isinstance) to be a `cls`: one of the
+    class or of any project subclass, whose overrides a method call may run
+    (`storage.update_usage()` on a `QuantizedTensorStorage` runs `Float8TensorStorage`'s)."""
+    return Value(Kind.OBJECT, targets=(cls, *scope.project.subclasses(cls)), tag=scope.class_tag(cls))
 
 
 def narrowed(test: cst.BaseExpression, scope: "Scope") -> dict[str, Value]:
