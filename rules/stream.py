@@ -35,7 +35,7 @@ def _no_fork_needed(stream: cst.BaseExpression, ctx) -> bool:
     caller (whose fork and join the caller owns), or the legacy stream (CG803)."""
     if isinstance(stream, cst.Name) and stream.value == "None":
         return True
-    if isinstance(stream, cst.Call) and ctx.call_name(stream) in ctx.api.streams.current | ctx.api.streams.legacy:
+    if _is_current(stream, ctx) or isinstance(stream, cst.Call) and ctx.call_name(stream) in ctx.api.streams.legacy:
         return True
     if isinstance(stream, cst.Name) and stream.value in {p.name.value for p in ctx.function.params}:
         return True
@@ -47,6 +47,11 @@ def _no_fork_needed(stream: cst.BaseExpression, ctx) -> bool:
             if given is not None and code_of(given) == code_of(stream):
                 return True
     return False
+
+
+def _is_current(stream: cst.BaseExpression, ctx) -> bool:
+    """`torch.cuda.current_stream()`: the capturing stream itself."""
+    return isinstance(stream, cst.Call) and ctx.call_name(stream) in ctx.api.streams.current
 
 
 def _forked(stream: str, statements) -> bool:
@@ -182,6 +187,22 @@ with torch.cuda.graph(g):
         static_aux = aux_head(static_x)
     static_out = model(static_x)
 ''',
+        '''
+import torch
+
+def ring_attention(q, kv, cp_stream, steps):
+    streams = [torch.cuda.current_stream(), cp_stream]
+    out = torch.zeros_like(q)
+    for i in range(1, steps):
+        streams[i % 2].wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(streams[i % 2]):  # expect: CG802
+            out += q @ kv
+    return out
+
+side = torch.cuda.Stream()
+with torch.cuda.graph(g):
+    static_out = ring_attention(static_q, static_kv, side, 4)
+''',
     )
     valid = (
         '''
@@ -195,12 +216,56 @@ with torch.cuda.graph(g):
     static_out = model(static_x)
     torch.cuda.current_stream().wait_stream(side)
 ''',
+        '''
+import torch
+
+def ring_attention(q, kv, cp_stream, steps):
+    # Transformer Engine's context-parallel ring: entry 0 is the capturing stream itself,
+    # entry 1 is joined by its index after the loop.
+    streams = [torch.cuda.current_stream(), cp_stream]
+    out = torch.zeros_like(q)
+    for i in range(1, steps):
+        streams[i % 2].wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(streams[i % 2]):
+            out += q @ kv
+    torch.cuda.current_stream().wait_stream(streams[1])
+    return out
+
+side = torch.cuda.Stream()
+with torch.cuda.graph(g):
+    static_out = ring_attention(static_q, static_kv, side, 4)
+''',
     )
 
     def check(self, node, ctx):
         found = _side_stream_block(node, ctx)
-        if found is not None and found[1] and not _joined(found[0], ctx.after(node)):
-            yield Hit(node, {"stream": found[0]})
+        if found is None or not found[1]:
+            return
+        after = ctx.after(node)
+        if _joined(found[0], after):
+            return
+        elements = _stream_list_elements(_stream_context(node, ctx), ctx.before(node))
+        if elements and all(_is_current(element, ctx) or any(_joined(name, after) for name in names)
+                            for element, names in elements):
+            return  # every stream the index can pick is the capturing one or joined by its own name
+        yield Hit(node, {"stream": found[0]})
+
+
+def _stream_list_elements(stream: Optional[cst.BaseExpression], statements) -> list[tuple[cst.BaseExpression, tuple[str, ...]]]:
+    """For `streams[(i - 1) % 2]`, an index into a list this function builds
+    (`streams = [torch.cuda.current_stream(), cp_stream]`), each element with the names it is
+    joined by (`cp_stream`, `streams[1]`); empty where the stream is no such entry."""
+    if not (isinstance(stream, cst.Subscript) and isinstance(stream.value, cst.Name)):
+        return []
+    name = stream.value.value
+    built = None
+    for statement in statements:
+        for node in [statement, *descendants(statement)]:
+            if isinstance(node, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets):
+                built = node.value  # the last binding before the block
+    if not isinstance(built, (cst.List, cst.Tuple)) or any(isinstance(e, cst.StarredElement) for e in built.elements):
+        return []
+    return [(e.value, (code_of(e.value), f"{name}[{i}]")) for i, e in enumerate(built.elements)]
 
 
 class LegacyStreamInCapture(Rule):
