@@ -11,6 +11,7 @@ class LongRopeRotaryEmbedding(torch.nn.Module):
         self.dim, self.original_max = dim, original_max
         self.short_factor, self.long_factor = short_factor, long_factor
         self.register_buffer("inv_freq", self._inv_freq(short_factor), persistent=False)
+        self.original_inv_freq = self.inv_freq  # kept, as transformers does, to switch back
 
     def _inv_freq(self, factor):
         return 1.0 / (factor * 10000 ** (torch.arange(0, self.dim, 2, device=DEVICE).float() / self.dim))
