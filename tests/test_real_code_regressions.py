@@ -295,6 +295,45 @@ def test_arguments_of_the_captured_call_choose_the_path(tmp_path):
     assert codes_lines(found) == {("CG101", 3)}
 
 
+
+def test_a_predicate_helper_decides_the_path_for_its_argument(tmp_path):
+    # Transformer Engine's checkpoint(): `if not has_te_modules(function)` falls back to torch's
+    # checkpoint, but has_te_modules returns True for any callable that is not a module, and
+    # the captured layer passes a closure. Given the module itself, the fallback may run.
+    model = """
+        import torch
+        import torch.nn as nn
+
+        def has_fused_modules(network):
+            if isinstance(network, nn.Module):
+                return any(isinstance(m, FusedLinear) for m in network.modules())
+            return True  # a plain callable: assume it holds fused modules
+
+        class FusedLinear(nn.Linear):
+            pass
+
+        def checkpoint(function, *args):
+            if not has_fused_modules(function):
+                return torch.utils.checkpoint.checkpoint(function, *args, use_reentrant=False)
+            return function(*args)
+
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = FusedLinear(8, 8)
+
+            def forward(self, x):
+                def custom_forward(h):
+                    return self.fc(h)
+                return checkpoint({given}, x)
+    """
+    run = capture_script("from model import Block\nm = Block().cuda()", "y = m(x)")
+    closure = findings(tmp_path / "closure", {"model.py": model.format(given="custom_forward"), "run.py": run}, select=["CG904"])
+    module = findings(tmp_path / "module", {"model.py": model.format(given="self.fc"), "run.py": run}, select=["CG904"])
+    assert codes_lines(closure) == set()
+    assert codes_lines(module) == {("CG904", 14)}
+
+
 SETUP_THEN_CAPTURE = """
 import torch
 import torch.nn as nn

@@ -42,6 +42,12 @@ class Scope:
         """What `function` returns (function_values), computed once."""
         return self._function_values(function)[1]
 
+    def entered(self, function: FunctionInfo, args: dict[str, Value]) -> "Scope":
+        """A scope of `function` called from here with `args` (the rest from its declaration)."""
+        scope = Scope(self.project, function, initial_env(self.project, function, args, at_call=True))
+        scope.compiling = self.compiling
+        return scope
+
     def assigned(self, function: FunctionInfo) -> "Scope":
         """A scope of `function` with its locals as last assigned (function_values)."""
         return self._function_values(function)[0]

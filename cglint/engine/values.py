@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import enum
 import re
+import threading
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Iterator, Optional
 
@@ -18,7 +19,7 @@ import libcst as cst
 from cglint.engine.api import tables
 from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo
 from cglint.engine.outline import SCOPES as AST_SCOPES
-from cglint.engine.syntax import call_method, item_name, keyword, positional, reads, string_value
+from cglint.engine.syntax import call_method, descendants, item_name, keyword, positional, reads, string_value
 
 if TYPE_CHECKING:
     from cglint.engine.scope import Scope
@@ -251,9 +252,14 @@ def truth(expr: cst.BaseExpression, scope: "Scope") -> Optional[bool]:
     if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
         return _compare(evaluate(expr.left, scope), expr.comparisons[0], scope)
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "isinstance":
-        return _is_tensor_check(expr, scope)
+        tensor_check = _is_tensor_check(expr, scope)
+        return tensor_check if tensor_check is not None else _is_instance_of_torch_class(expr, scope)
     if isinstance(expr, cst.Call) and scope.compiling is not None and compiling_check(expr, scope):
         return scope.compiling
+    if isinstance(expr, cst.Call):
+        decided = _predicate(expr, scope)
+        if decided is not None:
+            return decided
     value = evaluate(expr, scope)
     if value.const is not None and not isinstance(value.const, tuple):
         return bool(value.const)
@@ -382,6 +388,94 @@ def _is_tensor_check(call: cst.Call, scope: "Scope") -> Optional[bool]:
 
 
 _HOST_TYPES = frozenset({"bool", "int", "float", "str", "bytes", "list", "tuple", "dict", "set"})
+
+
+def _is_instance_of_torch_class(call: cst.Call, scope: "Scope") -> Optional[bool]:
+    """`isinstance(network, torch.nn.Module)` of a function or closure: False."""
+    args = [a.value for a in call.args]
+    if len(args) != 2 or not (scope.qualname(args[1]) or "").startswith("torch."):
+        return None
+    value = evaluate(args[0], scope)
+    functions = value.kind == Kind.OBJECT and not value.is_class and bool(value.targets)
+    return False if functions and all(isinstance(t, FunctionInfo) for t in value.targets) else None
+
+
+# A predicate is evaluated inside another's body at most this deep, and only when short: the
+# helpers that decide a path (`has_te_modules(fn)`, `self._use_graphs()`) are a few lines.
+_PREDICATE_DEPTH = 2
+_PREDICATE_STATEMENTS = 40
+_predicates = threading.local()
+
+
+def _predicate(call: cst.Call, scope: "Scope") -> Optional[bool]:
+    """What a short project function returns as a truth value for this call's arguments:
+    the truth of every `return` its body can reach, where they all agree (Transformer
+    Engine's `has_te_modules(fn)` returns True for any callable that is not a module)."""
+    depth = getattr(_predicates, "depth", 0)
+    if depth >= _PREDICATE_DEPTH or isinstance(call.func, cst.Name) and call.func.value == "isinstance":
+        return None
+    callee = evaluate(call.func, scope)
+    if callee.kind != Kind.OBJECT or callee.is_class or len(callee.targets) != 1 or callee.bound:
+        return None
+    function = callee.targets[0]
+    node = function.node if isinstance(function, FunctionInfo) else None
+    if not isinstance(node, cst.FunctionDef) or sum(1 for _ in _statements(node)) > _PREDICATE_STATEMENTS:
+        return None
+    bound = function.is_method and isinstance(call.func, cst.Attribute)
+    inner = scope.entered(function, {name: evaluate(expr, scope) for name, expr in function.arguments(call, bound)})
+    outcomes: set = set()
+    _predicates.depth = depth + 1
+    try:
+        if _falls_through(node.body, inner, outcomes):
+            outcomes.add(False)  # the implicit `return None`
+    finally:
+        _predicates.depth = depth
+    return outcomes.pop() if len(outcomes) == 1 else None
+
+
+def _statements(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    return (n for n in descendants(node) if isinstance(n, (cst.SimpleStatementLine, cst.BaseCompoundStatement)))
+
+
+def _falls_through(block: cst.BaseSuite, scope: "Scope", outcomes: set) -> bool:
+    """Walk a block on the paths its tests leave open, adding the truth of each `return` (None:
+    unknown) to `outcomes`; whether the end of the block can be reached."""
+    body = block.body if isinstance(block, cst.IndentedBlock) else (block,) if isinstance(block, cst.SimpleStatementSuite) else ()
+    for statement in body:
+        if isinstance(statement, cst.If):
+            decided = truth(statement.test, scope)
+            reached = False
+            if decided is not False:
+                reached |= _falls_through(statement.body, scope, outcomes)
+            if decided is not True:
+                orelse = statement.orelse
+                if orelse is None:
+                    reached = True
+                elif isinstance(orelse, cst.Else):
+                    reached |= _falls_through(orelse.body, scope, outcomes)
+                else:  # elif
+                    reached |= _falls_through(cst.IndentedBlock(body=[orelse]), scope, outcomes)
+            if not reached:
+                return False
+        elif isinstance(statement, cst.SimpleStatementLine) or isinstance(statement, cst.SimpleStatementSuite):
+            for small in statement.body:
+                if isinstance(small, cst.Return):
+                    outcomes.add(truth(small.value, scope) if small.value is not None else False)
+                    return False
+                if isinstance(small, cst.Raise):
+                    return False
+                if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+                    scope.env[small.targets[0].target.value] = evaluate(small.value, scope)
+                elif isinstance(small, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                    return _unknown(outcomes)  # a binding this walk does not follow
+        elif any(isinstance(n, cst.Return) for n in descendants(statement)):
+            return _unknown(outcomes)  # returns inside loops, `with`, `try`: not followed
+    return True
+
+
+def _unknown(outcomes: set) -> bool:
+    outcomes.add(None)
+    return False
 
 
 def returned_closures(function: FunctionInfo, project) -> Value:
