@@ -1,12 +1,16 @@
 """Where a slot a capture read was written since: `inputs["x"] = ...`, `batch.x = ...`, `cls.gain = ...`.
 
-Dicts, lists, classes and plain objects are not watched between replays: a hook on their
-writes would cost every write of the program, and the guards only need the writer once a
-slot is found changed. Then the stores to that key are looked for in the bytecode of the
-code that can have run them: the frame that replays first (a script's loop), where a store
-whose target evaluates to the same holder is certain; then the functions and methods of the
-modules of that frame and of the holder's class, where the key alone matches. A closure cell's
-writers are the functions that share the cell (`nonlocal x; x = ...`), found through it.
+An attribute of a plain object a guard read is watched from the end of the capture on (a
+`__setattr__` on its class, watchers.watch_object), and that line is the writer. Dicts, lists
+and classes are not watched: their types stay as they are, and a hook on `type` is not
+possible. For those, the stores to the key are looked for in the bytecode of the code that can
+have run them: the frame that replays first (a script's loop) and its callers, where a store
+whose target evaluates to the same holder is certain (its key a constant or a variable); then
+the functions and methods of the modules of that frame and of the holder's class, where the
+key alone matches; for a dict or list entry, every module of the project, where a store to a
+holder reached by the same name (`self.scalings[i] = s`) or of the same constant key
+(`param_group["lr"] = lr`) is a candidate. A closure cell's writers are the functions that
+share the cell (`nonlocal x; x = ...`), found through it.
 """
 from __future__ import annotations
 
