@@ -219,3 +219,14 @@ def test_a_helper_is_mentioned_only_as_a_whole_word():
     assert names_word("_record", helpers) and names_word("x = capture_step", helpers)  # at either end
     assert not names_word("recapture_steps()", helpers) and not names_word("anything", [])
     assert names_word("λ=_record(g)", helpers) and not names_word("é_record", helpers)  # identifiers are Unicode
+
+
+def test_names_most_files_mention_are_left_out_of_the_second_scan():
+    # SGLang's `replay()`, `wrapper()`, `launch()`: hundreds of files say them, and reading each
+    # caller doubled the run; a name a few files mention (`capture_or_run`) is still scanned for.
+    from cglint.check import _SCAN_LIMIT, _distinctive
+
+    texts = [f"def f{i}():\n    return replay(x)\n" for i in range(_SCAN_LIMIT + 1)]
+    texts += ["runner.capture_or_run(batch)\n", "x = replayed + 1\n"]
+    assert _distinctive({"replay", "capture_or_run"}, texts) == {"capture_or_run"}
+    assert _distinctive({"replay"}, texts[:_SCAN_LIMIT]) == {"replay"}
