@@ -668,7 +668,6 @@ def _call(call: cst.Call, scope: "Scope") -> Value:
             return Value(Kind.OBJECT, targets=callee.targets)
         if callee.tag in ("module", "module_container") or any(isinstance(c, ClassInfo) for c in callee.targets):
             return TENSOR  # calling an nn.Module runs its forward
-        functions = [f for f in callee.targets if isinstance(f, FunctionInfo)]
         # `forward_fn = create_forward_fn(desc)` of factories passed as an argument: what the
         # factories known to return something return (a call may reach any of them).
         known = [v for v in (returned_value(f, scope) for f in callee.targets if isinstance(f, FunctionInfo)) if v is not UNKNOWN]

@@ -28,7 +28,7 @@ from cglint.engine.definitions import ClassInfo, FunctionInfo, dataclass_fields,
 from cglint.engine.scope import CELL, Scope, config_field, config_parameter
 from cglint.engine.phases import ends_with, fills_searched_cache, first_call_only, initializes_once, returns_once_filled, suite_body
 from cglint.engine.syntax import (SCOPES, assigned_names, call_method, callee_name, children, code_of, dotted_name, named_attribute_write,
-                                  positional, string_value)
+                                  positional)
 from cglint.engine.unfollowed import why_unfollowed
 from cglint.engine.values import HOST, UNKNOWN, Kind, Value, entry, evaluate, narrowed, truth
 
