@@ -99,7 +99,7 @@ STILL_REPORTED = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def reported(project: str) -> frozenset[tuple[str, str, int]]:
     root = DATA / project
     config = load(root / "pyproject.toml", root)

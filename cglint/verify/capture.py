@@ -197,19 +197,19 @@ def reset_after_failure(graph: Any, end_capture: Any = None, stream_ctx: Any = N
     if end_capture is not None:
         try:
             end_capture(graph)
-        except Exception:
+        except Exception:  # noqa: BLE001 - the cascade error of an invalidated capture
             end_failed = True
     if stream_ctx is not None:
         try:
             stream_ctx.__exit__(None, None, None)
-        except Exception:
+        except Exception:  # noqa: BLE001 - cleanup goes on whatever fails
             pass
     if end_failed:
         release_pool(graph)
         _heal_generators()
     try:
         torch.cuda.synchronize()
-    except Exception:
+    except Exception:  # noqa: BLE001 - cleanup goes on whatever fails
         pass
 
 
@@ -224,7 +224,7 @@ def _heal_generators() -> None:
             graph.capture_end()
         torch.cuda.synchronize()
         graph.reset()
-    except Exception:
+    except Exception:  # noqa: BLE001 - a best effort: the device may be beyond repair
         pass
 
 
@@ -235,14 +235,14 @@ def release_pool(graph: Any) -> None:
     graph._cglint_pool_released = True
     try:
         pool, device = graph.pool(), torch.cuda.current_device()
-    except Exception:
+    except Exception:  # noqa: BLE001 - no pool to release
         return
     for name in ("_cuda_endAllocateToPool", "_cuda_endAllocateCurrentStreamToPool"):
         end = getattr(torch._C, name, None)
         if end is not None:
             try:
                 end(device, pool)
-            except Exception:
+            except Exception:  # noqa: BLE001 - cleanup goes on whatever fails
                 pass
             break
 
@@ -252,6 +252,6 @@ def pool_bytes(graph: Any) -> Optional[int]:
     try:
         pool = tuple(graph.pool())
         segments = torch.cuda.memory_snapshot()
-    except Exception:
+    except Exception:  # noqa: BLE001 - torch cannot tell
         return None
     return sum(s.get("total_size", 0) for s in segments if tuple(s.get("segment_pool_id", ())) == pool)

@@ -61,7 +61,7 @@ class _Trace:
         if self.recording is not None:
             try:
                 self.recording.__exit__(None, None, None)
-            except Exception:  # a mode pushed by user code on top of ours; ours is gone anyway
+            except Exception:  # noqa: BLE001 - a mode pushed by user code on top of ours; ours is gone anyway
                 pass
             if exc is not None:
                 self.recording = None  # a failed capture replays nothing
@@ -372,7 +372,7 @@ def uninstall() -> None:
     while _mode:
         try:
             _mode.pop().__exit__(None, None, None)
-        except Exception:  # a mode the script pushed and never popped sits above ours
+        except Exception:  # noqa: BLE001 - a mode the script pushed and never popped sits above ours
             pass
     _patched.restore()
     _depth[0] = 0

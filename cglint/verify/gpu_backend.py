@@ -113,7 +113,7 @@ def capture(fn: Callable, static: tuple, *, instrument: bool) -> tuple[Any, Any,
         monitor.stop()
         try:
             graph.capture_end()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the capture's error is the verifier's finding
             try:
                 monitor.failed(exc)
             finally:

@@ -98,7 +98,7 @@ def run_script(script: str, args: list[str], stream: Optional[events.Writer] = N
         failed = number != 0
         status = f"exited with status {code if code is not None else 0}"
         run = ended(number, None if isinstance(code, int) or code is None else f"SystemExit: {code}")
-    except BaseException as exc:  # the script's crash: report it, never swallow it
+    except BaseException as exc:  # noqa: BLE001 - the script's crash: report it, never swallow it
         failed, status = True, _describe(exc)
         interrupted = isinstance(exc, KeyboardInterrupt)
         if interrupted:  # a second Ctrl-C must not cut the report short
