@@ -64,7 +64,7 @@ def check_contract(rules: Iterable[type[Rule]]) -> None:
     rules = list(rules)
     problems = [problem for rule in rules for problem in contract_problems(rule, DISPATCHED)]
     for attribute in ("code", "name"):
-        seen: dict[str, str] = {}
+        seen: dict[Optional[str], str] = {}
         for rule in rules:
             value = getattr(rule, attribute, None)
             if value in seen:

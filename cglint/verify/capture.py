@@ -125,6 +125,7 @@ def record_error(recorder: Recorder, exc: BaseException) -> Optional[Observation
     raised = errors.where_raised(exc.__traceback__)
     if raised is not None:
         code, meaning = library_hit((code, meaning), errors.library_frames(exc.__traceback__), raised[1])
+    trace: tuple[str, ...]
     if raised is None:
         frame = recorder.stop
         if frame is None:
@@ -217,7 +218,7 @@ def _heal_generators() -> None:
     """Run one clean capture: its capture_end runs the epilogue the failed one skipped."""
     try:
         graph = torch.cuda.CUDAGraph()
-        graph._cglint_api = True  # not a user capture
+        graph._cglint_api = True  # type: ignore[attr-defined]  # not a user capture
         with torch.cuda.stream(torch.cuda.Stream()):
             graph.capture_begin()
             torch.zeros(1, device="cuda").add_(1)
