@@ -21,7 +21,7 @@ def _run(*command: str) -> subprocess.CompletedProcess:
 
 def _needs(module: str) -> None:
     if importlib.util.find_spec(module) is None:
-        pytest.skip(f"{module} is not installed (pip install -e '.[lint]')")
+        pytest.skip(f"{module} is not installed (pip install -e '.[lint,verify,server]')")
 
 
 def test_ruff_finds_nothing():
