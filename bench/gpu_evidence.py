@@ -87,7 +87,7 @@ def _run_case(path: Path, meta: dict, timeout: float) -> dict:
     start = time.perf_counter()
     try:
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
-        lines = [l for l in proc.stdout.splitlines() if l.startswith(MARK)]
+        lines = [line for line in proc.stdout.splitlines() if line.startswith(MARK)]
         if lines:
             result = json.loads(lines[-1][len(MARK):])
         else:

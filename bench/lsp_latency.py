@@ -29,7 +29,7 @@ from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench import tree_of  # noqa: E402  (bench/bench.py)
+from bench import tree_of  # bench/bench.py
 
 MODEL = '''\
 import torch

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fetching import CheckError, FetchError, fetch, log, run_cglint  # noqa: E402  (bench/fetching.py)
-from realworld.run import DEFAULT_CACHE  # noqa: E402
+from fetching import CheckError, FetchError, fetch, log, run_cglint  # bench/fetching.py
+from realworld.run import DEFAULT_CACHE
 
 HERE = Path(__file__).resolve().parent
 LISTS = HERE / "reach" / "lists"

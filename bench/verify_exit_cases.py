@@ -217,7 +217,7 @@ def main() -> None:
     errors = [c for c in cases if c.group == "capture error"]
     divergence = [c for c in cases if c.group == "divergence"]
     title = header()
-    exit_lines = [f"# `cglint verify` on failed captures that end with os._exit(0)", "",
+    exit_lines = ["# `cglint verify` on failed captures that end with os._exit(0)", "",
                   f"`python bench/verify_exit_cases.py` on {title}.", "",
                   "Each script in bench/verify_exit_cases/ catches its capture error and falls back; its variant "
                   "calls `os._exit(0)` from the `except` clause instead. Both run under `cglint verify --format json`. "
@@ -226,7 +226,7 @@ def main() -> None:
                   "The divergence scripts of tests/data/divergence ending with `os._exit(0)` after their replays "
                   "(bench/verify-divergence.md):", "", *divergence_rows(divergence), ""]
     Path(args.exit_out).write_text("\n".join(exit_lines))
-    div_lines = [f"# `cglint verify` over tests/data/divergence", "",
+    div_lines = ["# `cglint verify` over tests/data/divergence", "",
                  f"`python bench/verify_exit_cases.py` on {title}. Each program changes host state its capture "
                  "read between replays (the clean one keeps it in a device tensor refilled in place); the replay "
                  "guards must report each at its `# expect:` line, with the value at capture, the value now and, "

@@ -9,7 +9,7 @@ __version__ = "0.1.0"
 # rules/ folder beside this package, which this makes importable under the same name.
 _here = _os.path.dirname(__file__)
 if not _os.path.isdir(_os.path.join(_here, "rules")) and _os.path.isfile(_os.path.join(_here, "..", "rules", "__init__.py")):
-    __path__.append(_os.path.dirname(_here))  # type: ignore[name-defined]  # noqa: F821
+    __path__.append(_os.path.dirname(_here))
 
 
 def __getattr__(name: str):

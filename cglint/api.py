@@ -39,9 +39,9 @@ def check(
     ignore: Iterable[str] = (),
 ) -> CheckResult:
     """`cglint check` without the command line: paths in, findings and the file count out."""
-    paths = [Path(p) for p in paths] or [Path(".")]
-    config = load_config(config_file, paths[0])
-    return check_paths(paths, config, Selection.of(config, select, extend_select, ignore))
+    given = [Path(p) for p in paths] or [Path(".")]
+    config = load_config(config_file, given[0])
+    return check_paths(given, config, Selection.of(config, select, extend_select, ignore))
 
 
 def fix_source(

@@ -1,10 +1,10 @@
 """The rules known to cglint, looked up by code, prefix or category."""
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from typing import Iterable, Optional
 
-from cglint.datafiles import data_file  # noqa: F401 - also read from here by cglint.engine.api
+from cglint.datafiles import data_file
 from cglint.rule import CATEGORIES, Rule, contract_problems
 
 # The tool's own diagnostics (CG0xx) are not rule classes: they have no examples.
@@ -23,7 +23,7 @@ def diagnostic_severity(code: str) -> str:
     return ADVISORY.get(code, "error")
 
 
-@lru_cache(maxsize=None)
+@cache
 def index() -> dict[str, tuple[str, str, str]]:
     """code -> (name, category, severity) from rules/index.toml.
 
@@ -47,7 +47,7 @@ class RuleContractError(Exception):
     """A rule class the checker cannot run as declared (raised when the rules load)."""
 
 
-@lru_cache(maxsize=None)
+@cache
 def rule_classes() -> tuple[type[Rule], ...]:
     from cglint.rules import all_rule_classes
 
@@ -64,7 +64,7 @@ def check_contract(rules: Iterable[type[Rule]]) -> None:
     rules = list(rules)
     problems = [problem for rule in rules for problem in contract_problems(rule, DISPATCHED)]
     for attribute in ("code", "name"):
-        seen: dict[str, str] = {}
+        seen: dict[Optional[str], str] = {}
         for rule in rules:
             value = getattr(rule, attribute, None)
             if value in seen:

@@ -172,8 +172,8 @@ def check_files(
         run = _deep_stack(
             _run_engine, texts, configured, scanned, roots, checked, config, selection, engine_diagnostics, helper_names, sources, fixable, whole_modules or not prefilter, reach
         )
-    configured = [("captured", n) for n in config.captured] + [("capture-functions", n) for n in sorted(set(config.capture_functions))]
-    unresolved = configured if run.unresolved is None else run.unresolved
+    names = [("captured", n) for n in config.captured] + [("capture-functions", n) for n in sorted(set(config.capture_functions))]
+    unresolved = names if run.unresolved is None else run.unresolved
     engine_diagnostics += configured_names.diagnostics(unresolved, config.source, texts.values(), display_path)
     read = set(run.read)  # resolved, the entry files among them
     engine = selection.reported(run.findings + engine_diagnostics)

@@ -5,12 +5,12 @@ symbol tables, the verifier) do not import the catalogue, which imports them.
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from importlib.util import find_spec
 from pathlib import Path
 
 
-@lru_cache(maxsize=None)
+@cache
 def _rules_folder() -> Path:
     # Found, not imported: importing cglint.rules would import the rule base class, which reads these files.
     spec = find_spec("cglint.rules")

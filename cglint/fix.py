@@ -107,9 +107,9 @@ class FixContext:
         if not isinstance(line, cst.SimpleStatementLine):
             return None
         block = self.parent(line)
-        statements = list(block.body) if isinstance(block, (cst.IndentedBlock, cst.Module)) else []
-        if not any(s is line for s in statements):
+        if not isinstance(block, (cst.IndentedBlock, cst.Module)) or not any(s is line for s in block.body):
             return None
+        statements = list(block.body)
         index = next(i for i, s in enumerate(statements) if s is line)
         comments = [e for e in line.leading_lines if e.comment is not None]
         if len(statements) == 1:
@@ -118,7 +118,8 @@ class FixContext:
             return {line: cst.RemovalSentinel.REMOVE}
         if index + 1 < len(statements):
             after = statements[index + 1]
-            return {line: cst.RemovalSentinel.REMOVE, after: after.with_changes(leading_lines=[*line.leading_lines, *after.leading_lines])}
+            # (BaseStatement declares no leading_lines; both of its kinds have them.)
+            return {line: cst.RemovalSentinel.REMOVE, after: after.with_changes(leading_lines=[*line.leading_lines, *after.leading_lines])}  # type: ignore[attr-defined]
         # The last statement of its block, with comments above it: they stay, as the block's footer.
         del statements[index]
         return {block: block.with_changes(body=statements, footer=[*line.leading_lines, *block.footer])}

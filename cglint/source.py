@@ -13,6 +13,7 @@ import tokenize
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Optional, Union
 
 if TYPE_CHECKING:
@@ -230,7 +231,8 @@ _DEFAULT_HEADROOM = 1000  # Python's default recursion limit
 
 
 def _frame_depth() -> int:
-    frame, depth = sys._getframe(), 0
+    frame: Optional[FrameType] = sys._getframe()
+    depth = 0
     while frame is not None:
         frame, depth = frame.f_back, depth + 1
     return depth

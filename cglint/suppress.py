@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Optional
 
 # Codes (CG101), prefixes (CG1) and, as `--select` takes them, category names (sync, cpu-rng).
@@ -30,7 +30,7 @@ def codes_on_line(line: str) -> Optional[frozenset]:
     return frozenset(found) if found is not None else None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _category(code: str) -> Optional[str]:
     from cglint import catalogue
 

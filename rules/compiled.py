@@ -821,7 +821,7 @@ def _argument_of_target(expr: cst.BaseExpression, ctx) -> bool:
     if not isinstance(expr, cst.Name) or capture is None or ctx.function not in capture.targets:
         return False
     params = ctx.function.params[1:] if ctx.function.is_method else ctx.function.params
-    return expr.value in {p.name.value for p in params} and ctx.maybe_tensor(expr) and not ctx.value(expr).kind == Kind.HOST
+    return expr.value in {p.name.value for p in params} and ctx.maybe_tensor(expr) and ctx.value(expr).kind != Kind.HOST
 
 
 

@@ -224,9 +224,9 @@ for batch in loader:
         # `static_x = batch` -> `static_x.copy_(batch)`, when the statement rebinds only this name.
         owner = ctx.parent(node)
         statement = ctx.parent(owner) if isinstance(owner, cst.AssignTarget) else owner
-        if isinstance(statement, cst.Assign) and len(statement.targets) == 1 and statement.targets[0].target is node:
-            value = statement.value
-        elif isinstance(statement, cst.AnnAssign) and statement.target is node and statement.value is not None:
+        if (isinstance(statement, cst.Assign) and len(statement.targets) == 1 and statement.targets[0].target is node) or (
+            isinstance(statement, cst.AnnAssign) and statement.target is node and statement.value is not None
+        ):
             value = statement.value
         else:
             return None

@@ -140,6 +140,8 @@ SLOW_TESTS = {
     },
     # (test_no_import_cycles stays fast: it is what an edit of cglint/ breaks.)
     "test_import_graph.py": {"test_the_graph_sees_lazy_imports_and_skips_type_only_ones"},
+    # mypy over the package: about a minute with a cold cache, as in CI (ruff stays fast).
+    "test_repository_lint.py": {"test_mypy_finds_nothing", "test_cglint_finds_nothing_in_its_own_sources"},
 }
 
 _FAST_ONLY = pytest.StashKey[bool]()

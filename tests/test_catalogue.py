@@ -187,7 +187,7 @@ def test_the_dispatched_table_is_what_the_walk_dispatches(monkeypatch):
     monkeypatch.setattr(Engine, "run_rules", recording)
     check_source(EVERY_STATEMENT, "step.py")
     assert seen <= DISPATCHED, seen - DISPATCHED
-    assert DISPATCHED_STATEMENTS <= seen
+    assert seen >= DISPATCHED_STATEMENTS
     assert not seen & {cst.Return, cst.Raise, cst.Try, cst.Match, cst.Import, cst.Global, cst.Expr, cst.Pass}
     assert {cst.Call, cst.Lambda, cst.CompIf, cst.FormattedStringExpression, cst.StarredDictElement, cst.Slice,
             cst.ComparisonTarget, cst.BooleanOperation, cst.From, cst.Yield} <= seen

@@ -138,7 +138,7 @@ def test_torch_rejects_under_fullgraph_what_cg911_reports():
 
     for name in ("clip", "scale_of"):
         assert not compiles(namespace[name]), name
-    line = {n: text for n, text in enumerate(FULLGRAPH_BREAKS.splitlines(), 1)}
+    line = dict(enumerate(FULLGRAPH_BREAKS.splitlines(), 1))
     for number in (20, 21, 22, 23, 24):  # each construct of step() on its own
         body = line[number].strip()
         if body.startswith("while"):

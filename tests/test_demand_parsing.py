@@ -107,7 +107,7 @@ LIBRARY = {
         for i in range(12)
     },
     **{
-        f"lib/pipelines/p{i}.py": f"""
+        f"lib/pipelines/p{i}.py": """
         from lib.models.unet import UNet
 
         def run(x):

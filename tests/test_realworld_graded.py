@@ -97,7 +97,7 @@ FALSE = [
 STILL_REPORTED: set[tuple[str, str, str, int]] = set()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def reported(project: str) -> frozenset[tuple[str, str, int]]:
     root = DATA / project
     config = load(root / "pyproject.toml", root)

@@ -466,7 +466,7 @@ def test_the_bytecode_names_each_assignment_and_the_loops_around_a_point():
 
     def capture_all(self, graphs, sizes):
         for bs in sizes:
-            for i, (name, graph) in enumerate(graphs):
+            for i, (name, graph) in enumerate(graphs):  # noqa: B007 - the stores are what is tested
                 self.static_out = graph(bs)
                 logits = self.static_out.float()
         return logits

@@ -54,7 +54,7 @@ ignore = ["CG502"]
 """
 
 # host-effect (CG5xx) without CG502, plus CG101 from extend-select; CG102 is not selected;
-# the `# noqa: CG501` line and CG501 in legacy/ are not reported.
+# the line that says `noqa: CG501` and CG501 in legacy/ are not reported.
 EXPECTED = {
     ("train.py", 12, "CG501"),
     ("train.py", 15, "CG101"),

@@ -42,7 +42,7 @@ def test_flake8_reports_cg_codes(tmp_path):
     write_project(tmp_path, {"model.py": MODEL, "app.py": CAPTURE.replace("out = step(static_x)", "out = static_x.item()  # noqa: CG101\n    y = static_x.cpu()\n    print(step(static_x))")})
     done = _flake8(tmp_path, "--select", "CG1", "app.py")
     assert done.returncode == 1, done.stderr
-    # flake8's own `# noqa: CG101` and cglint's agree; hazards in model.py are that file's findings.
+    # flake8's own `noqa: CG101` comment and cglint's agree; hazards in model.py are that file's findings.
     assert [line.split(" ")[:2] for line in done.stdout.splitlines()] == [["app.py:8:9:", "CG102"]]
     assert "copies a tensor" in done.stdout
     # Only CG codes when asked for them; the plugin is listed under its name.

@@ -32,7 +32,8 @@ log = logging.getLogger("cglint-test")
 
 def markers_of(*functions) -> set[tuple[str, int]]:
     """(code, line) of the `# expect:` comments inside the given functions."""
-    source = open(__file__).read()
+    with open(__file__) as file:
+        source = file.read()
     found = set()
     for fn in functions:
         lines, start = inspect.getsourcelines(fn)
@@ -197,9 +198,8 @@ def test_a_capture_error_joins_the_observation_on_its_line():
         raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
 
     x = torch.randn(2)  # outside: drawn inside, it would be a host-RNG finding (CG303)
-    with pytest.raises(RuntimeError) as caught:
-        with Instrumentation(recorder, gpu=False):
-            body(x)
+    with pytest.raises(RuntimeError) as caught, Instrumentation(recorder, gpu=False):
+        body(x)
     record_error(recorder, caught.value)
     codes = {(f.code, f.line) for f in recorder.findings()}
     fail_line = inspect.getsourcelines(fail)[1] + 1
@@ -219,7 +219,7 @@ def test_liveness_reports_rebound_and_freed_tensors():
         liveness.Read(weakref.ref(gone), gone.data_ptr(), (), "m.py:3 (aten.add)"),
     ]
     del gone
-    static_x = torch.ones(2)  # rebound instead of copied into  # noqa: F841
+    static_x = torch.ones(2)  # rebound instead of copied into
     liveness.check(reads, recorder, sys._getframe(), "m.py:1 (torch.cuda.graph)")
     assert {"CG401", "CG404", "CG490"} == {f.code for f in recorder.findings()}
 

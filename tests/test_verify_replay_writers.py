@@ -89,7 +89,7 @@ def test_a_read_feeding_a_test_with_constants_keeps_the_test():
         if self.flags:
             pass
         scale = self.scale * 2
-        return self.guidance > 1.0
+        return causal, scale, self.guidance > 1.0
 
     sites = _sites(step)
     assert sites[("params.offset", 1)].test == (("cmp", "==", 0),)

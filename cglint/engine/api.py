@@ -1,7 +1,7 @@
 """The PyTorch symbol tables of rules/torch_api.toml, loaded once."""
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from types import SimpleNamespace
 
 from cglint.tomlread import toml
@@ -13,7 +13,7 @@ def _freeze(table: dict) -> SimpleNamespace:
     )
 
 
-@lru_cache(maxsize=None)
+@cache
 def tables() -> SimpleNamespace:
     from cglint.datafiles import data_file
 

@@ -115,7 +115,7 @@ class Engine:
         self._compiled_names: set[str] = set()
         self._host_writes: dict[tuple, list] = {}
         self._region_reads: dict[int, set[str]] = {}  # id(class) -> `self.` attributes captured code read
-        self._callers_index: Optional[tuple[int, dict]] = None  # (host calls known, callee key -> calls)
+        self._callers_index: Optional[tuple[int, tuple[dict[int, list], dict[int, list]]]] = None  # (host calls known, _host_call_index())
         self._drivers: set[int] = set()  # replay only through calls of functions that replay
         self._lazy_capturers: set[int] = set()  # functions that capture in first-call-only branches
         self._eager_capturers: set[int] = set()  # and those that capture on every call
@@ -220,12 +220,12 @@ class Engine:
         """Whether every change a hit blames is made by captured code (a forward that updates
         its own attribute, run again eagerly between replays; a sibling graph's loop body):
         such a write is CG505's concern, at the write, not a change made between replays."""
-        changes = [value for value in hit.details.values() if isinstance(value, Change)]
-        if not changes or any(change.by is None for change in changes):
+        changers = [value.by for value in hit.details.values() if isinstance(value, Change)]
+        if not changers or any(function is None for function in changers):
             return False
         if self._captured_keys is None:
             self._captured_keys = {key for capture in self._captures.values() for key in self.reach_graph.reach(capture)[0]}
-        return all(change.by.key in self._captured_keys for change in changes)
+        return all(function.key in self._captured_keys for function in changers if function is not None)
 
     def helper_names(self) -> set[str]:
         """Names of project functions found to capture when called (for a second file scan)."""
@@ -404,7 +404,7 @@ class Engine:
         if code_of(target, 400) in restored_state(self.project, function):
             return  # saved, changed and put back before the function returns
         if isinstance(target, cst.Name):
-            keys = [("name", function.key, target.value)]
+            keys: list[tuple] = [("name", function.key, target.value)]
             if target.value in function.declared_globals:  # `global SCALE` in main(), then `SCALE = s` in its replay loop
                 keys.append(("global", function.module.name, target.value))
         elif isinstance(target, cst.Attribute):
@@ -495,7 +495,7 @@ class Engine:
                 if isinstance(node, cst.SimpleStatementLine) and id(node) in index:
                     found.update((id(call), index[id(node)]) for call in calls_in([node]))
             return found
-        return self.project.cached(("call-statements", function.key), build, {})  # type: ignore[return-value]
+        return self.project.cached(("call-statements", function.key), build, {})
 
     def runs_replay_rules(self, function: FunctionInfo, after_capture: bool, statement: Optional[cst.CSTNode] = None) -> bool:
         """Where rules about code between replays look: code between replays, and code that
@@ -647,7 +647,7 @@ class Engine:
         return self.project.cached(("replays", function.key), lambda: [
             call_method(n)[0] for n in descendants(function.node)  # type: ignore[index]
             if isinstance(n, cst.Call) and captures.capture_method(n) == "replay"
-        ], [])  # type: ignore[return-value]
+        ], [])
 
     def selecting_attrs(self, cls: ClassInfo) -> set[str]:
         """`self.` attributes that pick which graph a method of `cls` replays (`key =
@@ -673,7 +673,7 @@ class Engine:
                         if prop is not None and prop.is_property and prop.params:
                             found.update(a for n in descendants(prop.node) if (a := self_attr(n, prop.params[0].name.value)) is not None)
             return found
-        return self.project.cached(("selecting-attrs", id(cls), len(self._replayers)), find, set())  # type: ignore[return-value]
+        return self.project.cached(("selecting-attrs", id(cls), len(self._replayers)), find, set())
 
     def replay_selectors(self, function: FunctionInfo) -> set[str]:
         """Names used inside the expression of the graph being replayed (`bs` in `graphs[bs].replay()`)."""
@@ -716,7 +716,7 @@ class Engine:
                     self._guarded(module, lambda: Walker(self, function, env, Mode.DISCOVER).run())
         return self._constructions.get(id(cls), [])
 
-    def note_compiled_names(self, names: Iterable[str]) -> None:
+    def note_compiled_names(self, names: Iterable[Optional[str]]) -> None:
         """Names bound to callables compiled with CUDA graphs (`self.step = torch.compile(...)`,
         or an attribute a constructor stores one in): the functions that call them are found
         by a second scan, like capture helpers."""

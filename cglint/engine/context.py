@@ -251,16 +251,15 @@ class Context:
             if not classes and self.value(base).kind is Kind.UNKNOWN and within is not None:
                 methods = [m for ms in engine.runner_methods().values() for m in ms if attr in engine.graph_outputs(m.cls)]
                 if _calls_method_on(within, base, {m.name for m in methods}):
-                    classes = [m.cls for m in methods]
+                    classes = [m.cls for m in methods if m.cls is not None]
             return next((c for cls in classes if (c := engine.output_capture(cls, attr)) is not None), None)
         if isinstance(root, cst.Call):
             methods = [function for function, _ in self._walker.callees(root)]
             if not methods and isinstance(root.func, cst.Attribute) and self.value(root.func.value).kind is Kind.UNKNOWN:
                 methods = engine.runner_methods().get(root.func.attr.value, [])
             for method in methods:
-                attr = engine.returned_output(method) if method.cls is not None else None
-                if attr is not None:
-                    return engine.output_capture(method.cls, attr)
+                if method.cls is not None and (output := engine.returned_output(method)) is not None:
+                    return engine.output_capture(method.cls, output)
         return None
 
     def call_arguments(self, call: cst.Call) -> Iterator[tuple[FunctionInfo, str, cst.BaseExpression]]:

@@ -34,9 +34,9 @@ class FunctionInfo:
         qualname: str,  # "Model.forward", "<module>", "<lambda>"
         cls: Optional["ClassInfo"] = None,
         parent: Optional["FunctionInfo"] = None,  # the enclosing function of a nested def
-        header: Optional[cst.FunctionDef] = None,  # the definition as the module's skeleton has it
+        header: Union[cst.FunctionDef, cst.Module, None] = None,  # the definition as the module's skeleton has it
         outline: Optional[DefOutline] = None,
-        load_header: Optional[Callable[[], cst.FunctionDef]] = None,  # parses the header when first asked for
+        load_header: Optional[Callable[[], Union[cst.FunctionDef, cst.Module, None]]] = None,  # parses the header when first asked for
     ):
         self.module = module
         self._node = node
@@ -66,7 +66,7 @@ class FunctionInfo:
         return FunctionInfo(self.module, node, node.name.value, f"{self.qualname}.{node.name.value}", None, self)
 
     @property
-    def header(self) -> Optional[cst.FunctionDef]:
+    def header(self) -> Union[cst.FunctionDef, cst.Module, None]:
         if self._header is None and self._load_header is not None:
             self._header, self._load_header = self._load_header(), None
         return self._header
@@ -281,7 +281,7 @@ class ModuleInfo:
         self.pieces.append(Piece(tree, [offset + 1]))
         statement = tree.body[0]
         if function.outline.indented:  # under the `if 1:` that lets it parse in place
-            statement = statement.body.body[0]  # type: ignore[attr-defined]
+            statement = statement.body.body[0]  # type: ignore[union-attr, assignment]
         return statement  # type: ignore[return-value]
 
     @property
@@ -388,7 +388,7 @@ def _registered(call: cst.Call, self_name: str) -> Optional[tuple[str, Optional[
     return name, args[1] if len(args) > 1 else None
 
 
-def self_attr(target: cst.BaseExpression, self_name: str) -> Optional[str]:
+def self_attr(target: cst.CSTNode, self_name: str) -> Optional[str]:
     """`attr` for `self.attr`, where `self_name` is the method's first parameter."""
     if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name):
         if target.value.value == self_name:

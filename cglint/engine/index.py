@@ -6,7 +6,7 @@ import ast
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, Union
 
 import libcst as cst
 
@@ -15,6 +15,8 @@ from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo, Piece
 from cglint.engine.outline import DEFS as AST_DEFS, SCOPES as AST_SCOPES, Outline, last_name, outline_of
 from cglint.engine.outline import top_level as outline_top_level
 from cglint.engine.syntax import assigned_names, descendants, dotted_name
+
+Statement = Union[cst.SimpleStatementLine, cst.BaseCompoundStatement]  # what a Module holds
 
 
 def load_module(
@@ -34,13 +36,13 @@ def load_module(
         module = _lazy_index(name, file, is_package, root, outline, on_error)
         if module is not None:
             return module
-    tree = source.parse(file.text)
-    if isinstance(tree, source.SourceError):
-        on_error(file.path, tree)
+    parsed = source.parse(file.text)
+    if isinstance(parsed, source.SourceError):
+        on_error(file.path, parsed)
         return None
-    module = ModuleInfo(name, file, tree, is_package, root, on_error=on_error)
+    module = ModuleInfo(name, file, parsed, is_package, root, on_error=on_error)
     if not _index(module, outline):
-        module = ModuleInfo(name, file, tree, is_package, root, on_error=on_error)
+        module = ModuleInfo(name, file, parsed, is_package, root, on_error=on_error)
         _index(module, None)
     return module
 
@@ -73,7 +75,7 @@ class LazyStatements:
                 self.chunks.append([at])
                 self.first_rows.append(first)
             self.chunk_of.append(len(self.chunks) - 1)
-        self._parsed: dict[int, list[cst.BaseStatement]] = {}
+        self._parsed: dict[int, list[Statement]] = {}
         # Chunks a walk of the module's code has nothing to do in: a class statement (the walker
         # does not enter class bodies) or a `def` without decorators (module-level functions are
         # indexed, not bound by the walk). On torch they were a third of the text parsed for walks.
@@ -82,14 +84,14 @@ class LazyStatements:
             if not (isinstance(stmt, ast.ClassDef) or (isinstance(stmt, AST_DEFS) and not stmt.decorator_list)):
                 self._inert[self.chunk_of[top]] = False
 
-    def chunk(self, index: int) -> list[cst.BaseStatement]:
+    def chunk(self, index: int) -> list[Statement]:
         """The libcst statements of one chunk (parsed the first time)."""
         found = self._parsed.get(index)
         if found is None:
             found = self._parsed[index] = self._parse(index)
         return found
 
-    def _parse(self, index: int) -> list[cst.BaseStatement]:
+    def _parse(self, index: int) -> list[Statement]:
         first = self.first_rows[index]
         last = self.first_rows[index + 1] - 1 if index + 1 < len(self.first_rows) else len(self.lines)
         text = "".join(self.lines[first - 1:last])
@@ -105,7 +107,7 @@ class LazyStatements:
         module.pieces.append(Piece(tree, starts, self.outline.start_lines, self.outline.end_lines))
         return list(tree.body)
 
-    def all(self) -> list[cst.BaseStatement]:
+    def all(self) -> list[Statement]:
         return [stmt for index in range(len(self.chunks)) for stmt in self.chunk(index)]
 
     @cached_property
@@ -121,7 +123,7 @@ class LazyStatements:
                     called.update(map(last_name, getattr(node, "decorator_list", ())))
         return frozenset(called)
 
-    def walked(self) -> list[cst.BaseStatement]:
+    def walked(self) -> list[Statement]:
         """The statements a walk of the module's code looks at: all but the inert chunks."""
         return [stmt for index in range(len(self.chunks)) if not self._inert[index] for stmt in self.chunk(index)]
 
@@ -157,7 +159,7 @@ class _LazyGlobals(Mapping):
 
     def _value(self, chunk: int, ordinal: int) -> list[cst.BaseExpression]:
         assigns = [s for s in _top_level(self._statements.chunk(chunk)) if _assigns_value(s)]
-        return [assigns[ordinal].value] if ordinal < len(assigns) else []  # type: ignore[union-attr]
+        return [assigns[ordinal].value] if ordinal < len(assigns) else []  # type: ignore[attr-defined]
 
 
 def _assigns_value(stmt: cst.CSTNode) -> bool:
@@ -234,7 +236,7 @@ def _nth_method(cls: ClassInfo, ordinal: int) -> Callable[[], Optional[cst.Funct
 
 def _ast_imports(module: ModuleInfo, tree: ast.Module) -> None:
     """What `_index` records of imports, from `ast`: every import outside defs, classes and lambdas."""
-    stack = list(reversed(tree.body))
+    stack: list[ast.AST] = list(reversed(tree.body))
     while stack:
         node = stack.pop()
         if isinstance(node, ast.Import):

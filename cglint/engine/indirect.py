@@ -34,7 +34,7 @@ def decorator_wrapper(project: Project, function: FunctionInfo) -> Optional[tupl
     package's (`torch.no_grad()`, `functools.cache`)."""
     if not function.decorators:
         return None
-    return project.cached(("decorator-wrapper", function.key), lambda: _wrapper(project, function), None)  # type: ignore[return-value]
+    return project.cached(("decorator-wrapper", function.key), lambda: _wrapper(project, function), None)
 
 
 def _wrapper(project: Project, function: FunctionInfo) -> Optional[tuple[FunctionInfo, str, bool]]:
@@ -77,8 +77,8 @@ def module_hooks(project: Project, cls: ClassInfo, holder: Optional[ClassInfo] =
 
 
 def _registered_hooks(project: Project, on_attribute: bool = False) -> list:
-    found = project.cached("module-hooks", lambda: _find_hooks(project), ([], []))
-    return found[1] if on_attribute else found[0]  # type: ignore[index]
+    found: tuple[list, list] = project.cached("module-hooks", lambda: _find_hooks(project), ([], []))
+    return found[1] if on_attribute else found[0]
 
 
 def _find_hooks(project: Project) -> tuple[list, list]:

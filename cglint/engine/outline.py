@@ -16,7 +16,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Iterable, Iterator, NamedTuple, Optional
+from typing import Iterable, Iterator, NamedTuple, Optional, Union
 
 from cglint import source
 
@@ -142,7 +142,8 @@ def outline_of(text: str, tree: Optional[ast.Module] = None) -> Optional[Outline
     if "\f" in text or ("\r" in text and "\r" in text.replace("\r\n", "")):
         return None
     if tree is None:
-        tree = source.cpython_tree(text)  # parsed within CPython's limits: safe for libcst's parser
+        parsed = source.cpython_tree(text)  # parsed within CPython's limits: safe for libcst's parser
+        tree = parsed if isinstance(parsed, ast.Module) else None
     if not isinstance(tree, ast.Module):
         return None
     lines = _LINE.findall(text)
@@ -163,16 +164,18 @@ def outline_of(text: str, tree: Optional[ast.Module] = None) -> Optional[Outline
         if blanked:
             blank.append((start, node.end_lineno or start, prefix.decode("utf-8", "replace")))
         defs.append(DefOutline(qualname, node.lineno, node.col_offset > 0, node.end_lineno or node.lineno, blanked, node, lines))
+    start_lines: list[int]
+    end_lines: list[int]
     skeleton, start_lines, end_lines = [], [], []
     at = 0  # index of the next source line
-    for first, last, indent in sorted(blank):
-        skeleton += lines[at : first - 1]
-        start_lines += range(at + 1, first)
-        end_lines += range(at + 1, first)
+    for begin, last, indent in sorted(blank):
+        skeleton += lines[at : begin - 1]
+        start_lines += range(at + 1, begin)
+        end_lines += range(at + 1, begin)
         # One line in place of the body: libcst builds a node for every empty line, and
         # keeping the line count would cost more than the rest of the skeleton.
         skeleton.append(indent + "...\n")
-        start_lines.append(first)
+        start_lines.append(begin)
         end_lines.append(last)
         at = last
     skeleton += lines[at:]
@@ -193,7 +196,7 @@ def top_level(body: list) -> Iterator[ast.stmt]:
             yield stmt
 
 
-def _definitions(tree: ast.Module) -> Iterator[tuple[str, ast.AST]]:
+def _definitions(tree: ast.Module) -> Iterator[tuple[str, Union[ast.FunctionDef, ast.AsyncFunctionDef]]]:
     """Top-level functions and methods, in the order the project index meets them."""
     for stmt in top_level(tree.body):
         if isinstance(stmt, ast.ClassDef):

@@ -12,7 +12,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     import libcst as cst
+    from libcst.metadata import CodeRange
 
     from cglint.engine.definitions import ModuleInfo, Piece
 
@@ -39,14 +42,15 @@ class PiecePositions:
         self._piece = piece
         self._owner: dict[int, int] = {}  # id(node) -> index of its top-level statement
         self._indexed = 0
-        self._resolved: dict[int, tuple[int, object]] = {}  # statement -> (line offset, positions)
-        self._whole = None
+        self._resolved: dict[int, tuple[int, Mapping[cst.CSTNode, CodeRange]]] = {}  # statement -> (line offset, positions)
+        self._whole: Optional[Mapping[cst.CSTNode, CodeRange]] = None
 
     def _statement_of(self, node: "cst.CSTNode") -> Optional[int]:
         from cglint.engine.syntax import children
 
         body = self._piece.tree.body
         while id(node) not in self._owner and self._indexed < len(body):
+            stack: list[cst.CSTNode]
             index, stack = self._indexed, [body[self._indexed]]
             while stack:
                 current = stack.pop()
@@ -61,7 +65,7 @@ class PiecePositions:
         if self._piece.starts is None:
             if self._whole is None:
                 self._whole = MetadataWrapper(self._piece.tree, unsafe_skip_copy=True).resolve(PositionProvider)
-            return self._whole.get(node)  # type: ignore[attr-defined]
+            return self._whole.get(node)
         index = self._statement_of(node)
         if index is None:
             return None
@@ -71,10 +75,10 @@ class PiecePositions:
             positions = MetadataWrapper(alone, unsafe_skip_copy=True).resolve(PositionProvider)
             self._resolved[index] = (self._piece.starts[index] - positions[statement].start.line, positions)
         offset, positions = self._resolved[index]
-        span = positions.get(node)  # type: ignore[attr-defined]
+        span = positions.get(node)
         if span is None:
             return None
         start, end = span.start.line + offset, span.end.line + offset
-        if self._piece.start_lines is not None:  # a skeleton, shorter than the source
+        if self._piece.start_lines is not None and self._piece.end_lines is not None:  # a skeleton, shorter than the source
             start, end = self._piece.start_lines[start - 1], self._piece.end_lines[end - 1]
         return CodeRange(CodePosition(start, span.start.column), CodePosition(end, span.end.column))

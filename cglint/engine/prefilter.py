@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Iterable
+from typing import Any, Iterable
 
 # Substrings present in every capture form the checker recognises, and in replay loops:
 # torch.cuda.graph in any spelling (`th.cuda.graph`, `cuda.graph`, `from torch.cuda
@@ -62,6 +62,7 @@ _CODE_NAMES = frozenset(
 
 def code_can_capture(tree: ast.Module) -> bool:
     """Whether a module's `ast` names a capture form in its code (not only in its strings)."""
+    node: Any  # dispatched on its exact type, which mypy does not follow through `kind`
     for node in ast.walk(tree):
         kind = type(node)
         if kind is ast.Name:

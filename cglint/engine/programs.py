@@ -26,7 +26,7 @@ _MAX_IMPORTED = 200
 
 def has_main_guard(project: "Project", module: "ModuleInfo") -> bool:
     """`if __name__ == "__main__":` at its top level."""
-    return project.cached(  # type: ignore[return-value]
+    return project.cached(
         ("main guard", module.name), lambda: not module.is_package and _MAIN_GUARD.search(module.file.text) is not None, False
     )
 
@@ -50,7 +50,7 @@ def imported(project: "Project", module: "ModuleInfo") -> Optional[frozenset[str
                     todo.append(found)
         return frozenset(seen)
 
-    return project.cached(("imported", module.name), compute, None)  # type: ignore[return-value]
+    return project.cached(("imported", module.name), compute, None)
 
 
 def separate_programs(project: "Project", first: "ModuleInfo", second: "ModuleInfo", is_program: Callable[["ModuleInfo"], bool]) -> bool:

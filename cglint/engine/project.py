@@ -11,7 +11,7 @@ import ast
 import os
 import re
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional, TypeVar
 
 from cglint import source
 from cglint.discovery import module_name_for, resolved
@@ -26,6 +26,7 @@ from cglint.engine.syntax import dotted_name
 # resolve one name (`pkg/__init__.py` importing from `pkg.core`, ...), and classes in an MRO.
 _MAX_REEXPORTS = 8
 _MAX_MRO = 32
+_T = TypeVar("_T")
 _DEF = re.compile(r"^[ \t]*(?:async[ \t]+)?def[ \t]+(\w+)", re.M)
 
 
@@ -47,7 +48,7 @@ class Project:
         self.roots: list[Path] = []
         self._by_path: dict[Path, Optional[ModuleInfo]] = {}
         self._by_name: dict[tuple[Path, str], Optional[ModuleInfo]] = {}
-        self._cache: dict[object, object] = {}
+        self._cache: dict[object, Any] = {}  # each key names the type of its fact
         self._only_capturing = False
         self.epoch = 0  # counts the changes of only_capturing, which clear the memo of derived facts
         self._no_capture: set[Path] = set()
@@ -82,7 +83,7 @@ class Project:
         self._capturing_lookups.clear()
         self._capturing_first.clear()
 
-    def cached(self, key: object, compute: Callable[[], object], pending: object) -> object:
+    def cached(self, key: object, compute: Callable[[], _T], pending: _T) -> _T:
         """Memoise a derived fact; `pending` answers recursive requests while it is computed."""
         if key not in self._cache:
             self._cache[key] = pending
@@ -307,6 +308,7 @@ class Project:
         return found
 
     def mro(self, cls: ClassInfo) -> list[ClassInfo]:
+        order: list[ClassInfo]
         order, queue = [], [cls]
         while queue and len(order) < _MAX_MRO:
             current = queue.pop(0)
@@ -331,7 +333,7 @@ class Project:
                 for klass in module.classes.values()
                 if klass is not cls and cls in self.mro(klass)
             ]
-        return self._cache[key]  # type: ignore[return-value]
+        return self._cache[key]
 
     def is_autograd_op(self, cls: ClassInfo) -> bool:
         """A custom autograd op (a subclass of torch.autograd.Function): `Op.apply` runs its forward."""

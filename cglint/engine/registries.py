@@ -29,7 +29,7 @@ def written_entries(project: Project, module: ModuleInfo, name: str, scope_of: C
     """((key, value), ...) that the module's functions store into its global `name`, each
     value evaluated in `scope_of(the writing function)`; keys that are not string constants
     get a placeholder (a lookup by a variable joins them all)."""
-    return project.cached(("registry", module.name, name), lambda: _entries(project, module, name, scope_of), ())  # type: ignore[return-value]
+    return project.cached(("registry", module.name, name), lambda: _entries(project, module, name, scope_of), ())
 
 
 def _entries(project: Project, module: ModuleInfo, name: str, scope_of: Callable[[FunctionInfo], "Scope"]) -> tuple:

@@ -38,7 +38,7 @@ _MODE_SWITCHES = frozenset({"train", "eval"})
 
 def writes_of(project: "Project", function: FunctionInfo, depth: int = MAX_DEPTH) -> frozenset:
     key = ("replay-writes", function.key, depth)
-    return project.cached(key, lambda: _scan(project, function, depth), frozenset())  # type: ignore[return-value]
+    return project.cached(key, lambda: _scan(project, function, depth), frozenset())
 
 
 def _scan(project: "Project", function: FunctionInfo, depth: int) -> frozenset:
@@ -82,13 +82,13 @@ def _scan(project: "Project", function: FunctionInfo, depth: int) -> frozenset:
 def initialised_once(project: "Project", function: FunctionInfo) -> frozenset:
     """Ids of the nodes in lazy initialisation (`if _te_version is None: _te_version = ...`):
     they ran at warmup, and a call between replays finds the state filled and writes nothing."""
-    return project.cached(("initialised-once", function.key), lambda: _initialised_once(function.node), frozenset())  # type: ignore[return-value]
+    return project.cached(("initialised-once", function.key), lambda: _initialised_once(function.node), frozenset())
 
 
 def reachable(project: "Project", function: FunctionInfo, depth: int = MAX_DEPTH) -> tuple:
     """The project functions `function` calls, a few levels deep (itself included)."""
     key = ("reachable", function.key, depth)
-    return project.cached(key, lambda: _reach(project, function, depth), ())  # type: ignore[return-value]
+    return project.cached(key, lambda: _reach(project, function, depth), ())
 
 
 def _reach(project: "Project", function: FunctionInfo, depth: int) -> tuple:
@@ -115,7 +115,7 @@ def _initialised_once(node: cst.CSTNode) -> frozenset:
 
 
 def restored_state(project: "Project", function: FunctionInfo) -> frozenset:
-    return project.cached(("restored", function.key), lambda: _restored(function.node), frozenset())  # type: ignore[return-value]
+    return project.cached(("restored", function.key), lambda: _restored(function.node), frozenset())
 
 
 def _restored(node: cst.CSTNode) -> frozenset:

@@ -54,7 +54,7 @@ class Scope:
 
     def _function_values(self, function: FunctionInfo) -> tuple["Scope", Value]:
         pending = (Scope(self.project, function), UNKNOWN)
-        return self.project.cached(("function-values", function.key), lambda: function_values(self.project, function), pending)  # type: ignore[return-value]
+        return self.project.cached(("function-values", function.key), lambda: function_values(self.project, function), pending)
 
     # --- names -------------------------------------------------------------
     def qualname(self, expr: cst.BaseExpression) -> Optional[str]:
@@ -210,7 +210,7 @@ class Scope:
                         continue
                     if not current.targets and _is_parameter(write.value, write.method):
                         # `self.model = model` in __init__: what the constructor's callers pass.
-                        current = self._from_constructions(klass, write.method, write.value.value, current)  # type: ignore[union-attr]
+                        current = self._from_constructions(klass, write.method, write.value.value, current)  # type: ignore[attr-defined]
                     elif not current.targets and current.kind in (Kind.UNKNOWN, Kind.OBJECT) and write.method.name == "__init__" and self._built(klass, write).targets:
                         # `self.mixer = mixer_cls(dim)`, `self.norm = norm_cls(d)` of a local
                         # picked by a branch: with what the callers pass and the locals assigned.
@@ -275,7 +275,7 @@ class Scope:
                         objects[param] = default_value
             return function_values(self.project, init, objects)[0]
 
-        return self.project.cached(("constructed", id(cls), init.key), build, Scope(self.project, init))  # type: ignore[return-value]
+        return self.project.cached(("constructed", id(cls), init.key), build, Scope(self.project, init))
 
     def _from_constructions(self, cls: ClassInfo, init: FunctionInfo, param: str, fallback: Value) -> Value:
         """What the constructor's callers pass for `param`: project objects (a runner given
@@ -319,10 +319,10 @@ def config_field(expr: cst.BaseExpression, function: FunctionInfo) -> bool:
     """`config.n_head`, `args.model.dim // 2`, `int(cfg.size * 4)` of a configuration parameter of `function`."""
     params = {p.name.value for p in function.params}
     leaves = [n for n in [expr, *descendants(expr)] if isinstance(n, (cst.Attribute, cst.Name, cst.Call, cst.Subscript))]
-    roots = []
+    roots: list[str] = []
     for leaf in leaves:
         if isinstance(leaf, cst.Attribute):
-            root = leaf
+            root: cst.BaseExpression = leaf
             while isinstance(root, cst.Attribute):
                 root = root.value
             if isinstance(root, cst.Name):

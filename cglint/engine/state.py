@@ -93,6 +93,8 @@ class Change(str):
     not merely defined (`resize()` that nothing calls)."""
 
     sites: tuple = ()
+    _runs: Any = True
+    by: Optional[FunctionInfo] = None
 
     def __new__(cls, text: str, sites: Iterable[Location] = (), runs: Any = True, by: Optional[FunctionInfo] = None) -> "Change":
         change = super().__new__(cls, text)
@@ -141,7 +143,8 @@ class StateFacts:
         called = next((f for k in keys if (f := self.engine.call_changing_between_replays(k, reader)) is not None), None)
         if called is not None:  # the call in the loop says more than the method that writes
             return self._called_change(expr, code, *called)
-        found = next((f for k in keys if (f := self.engine.change_between_replays(k, reader, statement)) is not None), None)
+        found = next((c for k in keys if (c := self.engine.change_between_replays(k, reader, statement)) is not None), None)
+        where: Optional[str]
         if found is not None:  # assigned after the capture or in the replay loop
             function, written = found
             where = "the module" if function.qualname == "<module>" else f"{function.qualname}()"
@@ -340,7 +343,7 @@ class StateFacts:
 
     def _assignments(self, function: FunctionInfo) -> dict[str, list[cst.BaseExpression]]:
         """The values a function assigns to each of its local names, and (under _RETURNED) returns."""
-        return self.project.cached(("assignments", function.key), lambda: _assignments(function), {})  # type: ignore[return-value]
+        return self.project.cached(("assignments", function.key), lambda: _assignments(function), {})
 
     def _changed_attribute(self, cls: ClassInfo, attr: str, any_write: bool = False, scope: Optional["Scope"] = None) -> Optional[str]:
         """How a method of the class changes the attribute: a Change at the write, which `runs`
@@ -401,7 +404,7 @@ class StateFacts:
 
     def _setup_methods(self, cls: ClassInfo) -> set[int]:
         """Methods only `__init__` calls (`self._build()`, `self.reset_parameters()`): they run before any capture."""
-        return self.project.cached(("setup-methods", id(cls.node)), lambda: self._scan_setup(cls), set())  # type: ignore[return-value]
+        return self.project.cached(("setup-methods", id(cls.node)), lambda: self._scan_setup(cls), set())
 
     def _scan_setup(self, cls: ClassInfo) -> set[int]:
         calls: dict[str, set[str]] = {}  # method -> methods it calls on self
@@ -433,7 +436,7 @@ class StateFacts:
 
     def _changed_globals(self, module: ModuleInfo) -> dict[str, str]:
         key = ("globals-changed", module.name)
-        return self.project.cached(key, lambda: self._scan_globals(module), {})  # type: ignore[return-value]
+        return self.project.cached(key, lambda: self._scan_globals(module), {})
 
     def _scan_globals(self, module: ModuleInfo) -> dict[str, str]:
         found: dict[str, str] = {}

@@ -335,7 +335,7 @@ def compiling_check(call: cst.Call, scope: "Scope") -> bool:
     definition = scope.project.resolve(qualified, scope.module)
     if not isinstance(definition, FunctionInfo) or definition.outline is None:
         return False
-    return scope.project.cached(("compiling-check", definition.key), lambda: _returns_compiling_check(definition, checks), False)  # type: ignore[return-value]
+    return scope.project.cached(("compiling-check", definition.key), lambda: _returns_compiling_check(definition, checks), False)
 
 
 def _returns_compiling_check(function: FunctionInfo, checks: frozenset) -> bool:
@@ -457,7 +457,7 @@ def _falls_through(block: cst.BaseSuite, scope: "Scope", outcomes: set) -> bool:
                     reached |= _falls_through(cst.IndentedBlock(body=[orelse]), scope, outcomes)
             if not reached:
                 return False
-        elif isinstance(statement, cst.SimpleStatementLine) or isinstance(statement, cst.SimpleStatementSuite):
+        elif isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
             for small in statement.body:
                 if isinstance(small, cst.Return):
                     outcomes.add(truth(small.value, scope) if small.value is not None else False)
@@ -482,7 +482,7 @@ def returned_closures(function: FunctionInfo, project) -> Value:
     """What a factory returns when it returns functions it defines (`return sample,
     set_temperature`): the closures, so that calls of them are followed and a `nonlocal`
     written by one and read by the other is seen. Anything else: unknown."""
-    return project.cached(("returned-closures", function.key), lambda: _closures(function), UNKNOWN)  # type: ignore[return-value]
+    return project.cached(("returned-closures", function.key), lambda: _closures(function), UNKNOWN)
 
 
 def returned_torch_value(function: FunctionInfo, scope: "Scope") -> Value:
@@ -769,7 +769,6 @@ def _call(call: cst.Call, scope: "Scope") -> Value:
             return Value(Kind.OBJECT, targets=callee.targets)
         if callee.tag in ("module", "module_container") or any(isinstance(c, ClassInfo) for c in callee.targets):
             return TENSOR  # calling an nn.Module runs its forward
-        functions = [f for f in callee.targets if isinstance(f, FunctionInfo)]
         # `forward_fn = create_forward_fn(desc)` of factories passed as an argument: what the
         # factories known to return something return (a call may reach any of them).
         known = [v for v in (returned_value(f, scope) for f in callee.targets if isinstance(f, FunctionInfo)) if v is not UNKNOWN]
@@ -883,9 +882,9 @@ def _getattr(call: cst.Call, scope: "Scope") -> Value:
     else:
         pattern = name_pattern(args[1])
         classes = [t for t in base.targets if isinstance(t, ClassInfo)] if base.kind == Kind.OBJECT and not base.qualname else []
-        names = set()
+        names: set[str] = set()
         for cls in classes if pattern else ():
-            names |= scope.project.cached(("spelled-methods", id(cls), pattern.pattern), lambda: {
+            names |= scope.project.cached(("spelled-methods", id(cls), pattern.pattern), lambda: {  # type: ignore[union-attr]
                 m for klass in scope.project.mro(cls) for m in klass.methods if pattern.fullmatch(m)  # type: ignore[union-attr]
             }, set())
         found = UNKNOWN

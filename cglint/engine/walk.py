@@ -28,7 +28,7 @@ from cglint.engine.definitions import ClassInfo, FunctionInfo, dataclass_fields,
 from cglint.engine.scope import CELL, Scope, config_field, config_parameter
 from cglint.engine.phases import ends_with, fills_searched_cache, first_call_only, initializes_once, returns_once_filled, suite_body
 from cglint.engine.syntax import (SCOPES, assigned_names, call_method, callee_name, children, code_of, dotted_name, named_attribute_write,
-                                  positional, string_value)
+                                  positional)
 from cglint.engine.unfollowed import why_unfollowed
 from cglint.engine.values import HOST, UNKNOWN, Kind, Value, entry, evaluate, narrowed, truth
 
@@ -194,8 +194,8 @@ class Walker:
     def small(self, node: cst.CSTNode) -> None:
         if self.mode is Mode.DISCOVER and isinstance(node, (cst.Assign, cst.AugAssign)) and not self.in_region:
             targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
-            for target in targets:
-                for leaf in assigned_names(target):
+            for written in targets:
+                for leaf in assigned_names(written):
                     self.engine.note_host_write(self.function, leaf, self.after_capture, self.scope, self.statement)
         if isinstance(node, cst.Expr):
             self.expr(node.value)
@@ -234,14 +234,14 @@ class Walker:
         elif isinstance(node, cst.Import):
             for alias in node.names:
                 full = dotted_name(alias.name) or ""
-                local = alias.asname.name.value if alias.asname is not None else full.split(".")[0]
+                local = alias.asname.name.value if alias.asname is not None else full.split(".")[0]  # type: ignore[union-attr]
                 self.scope.env[local] = Value(Kind.OBJECT, qualname=full if alias.asname is not None else local)
         elif isinstance(node, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar):
             base = dotted_name(node.module) if node.module is not None else ""
             origin = self.function.module.absolute(len(node.relative), base) if node.relative else base
             for alias in node.names:
                 name = dotted_name(alias.name) or ""
-                local = alias.asname.name.value if alias.asname is not None else name
+                local = alias.asname.name.value if alias.asname is not None else name  # type: ignore[union-attr]
                 qualified = f"{origin}.{name}" if origin else name
                 if self.function.qualname == "<module>" and self.function.module.imports.get(local) == qualified:
                     # Module-level code finds the name through the module's imports when it
@@ -398,6 +398,7 @@ class Walker:
             self.block(suite_body(node.body))
             return
         kind, helper = form
+        assert capturing is not None  # found with the form
         self.enter_region(node, kind, captures.with_label(capturing), helper)
         self.block(suite_body(node.body))
         self.leave_region(node)
@@ -437,7 +438,7 @@ class Walker:
         self.capture = None
 
     # --- expressions -------------------------------------------------------
-    def expr(self, node: cst.BaseExpression) -> None:
+    def expr(self, node: cst.CSTNode) -> None:  # an expression and the nodes inside it
         stack = [node]
         while stack:
             current = stack.pop()

@@ -25,7 +25,8 @@ def text_edit(document: TextDocument, after: str) -> types.TextEdit:
         end += 1
     first, last = types.Position(line=start, character=0), types.Position(line=len(old) - end, character=0)
     if end == 0 and old and not old[-1].endswith(("\n", "\r")):  # no line after the last one
-        last = document.position_to_client_units(types.Position(line=len(old) - 1, character=len(old[-1])))
+        # A Position in pygls 2.0; 2.1 declares its own class with the same fields.
+        last = document.position_to_client_units(types.Position(line=len(old) - 1, character=len(old[-1])))  # type: ignore[arg-type]
     return types.TextEdit(range=types.Range(start=first, end=last), new_text="".join(new[start : len(new) - end]))
 
 

@@ -65,7 +65,7 @@ def diagnostic(finding: Finding, document: TextDocument, docs_url: Optional[str]
     )
     url = rule_url(finding.code, docs_url)
     return types.Diagnostic(
-        range=document.range_to_client_units(span),
+        range=document.range_to_client_units(span),  # type: ignore[arg-type]  # a Range in pygls 2.0, alike after
         message=finding.message + (f"\nFix: {finding.fix_hint}" if finding.fix_hint else ""),
         severity=_SEVERITY.get(finding.severity, types.DiagnosticSeverity.Warning),
         code=finding.code,

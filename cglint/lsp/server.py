@@ -16,6 +16,7 @@ from typing import Callable, Optional
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
+from pygls.workspace import TextDocument
 
 from cglint import __version__, catalogue
 from cglint import config as config_module
@@ -44,7 +45,7 @@ class CglintServer(LanguageServer):
     async def in_worker(self, job: Callable, *args):
         return await asyncio.get_running_loop().run_in_executor(self._worker, job, *args)
 
-    def open_documents(self) -> dict[Path, object]:
+    def open_documents(self) -> dict[Path, TextDocument]:
         return {resolved(Path(doc.path)): doc for doc in list(self.workspace.text_documents.values()) if doc.path.endswith(".py")}
 
     def sources(self) -> dict[Path, str]:
@@ -52,13 +53,13 @@ class CglintServer(LanguageServer):
         return {path: doc.source for path, doc in self.open_documents().items()}
 
     def start_index(self, root: Path) -> None:
-        self._loop = asyncio.get_running_loop()  # messages from the worker are sent from here
+        loop = self._loop = asyncio.get_running_loop()  # messages from the worker are sent from here
 
         def build() -> None:
             try:
                 self.index = ProjectIndex.for_root(root)
             except (config_module.ConfigError, catalogue.UnknownSelector) as exc:
-                self._loop.call_soon_threadsafe(self.window_show_message, types.ShowMessageParams(types.MessageType.Error, f"cglint: {exc}; using the default settings"))
+                loop.call_soon_threadsafe(self.window_show_message, types.ShowMessageParams(types.MessageType.Error, f"cglint: {exc}; using the default settings"))
                 self.index = ProjectIndex(root, config_module.Config(root=root))
             self.reindex()
 
@@ -66,12 +67,14 @@ class CglintServer(LanguageServer):
 
     def reindex(self) -> None:
         try:
+            assert self.index is not None, "reindex() before start_index()"
             self.index.index()
         except Exception:  # noqa: BLE001 - a failed index leaves the buffer checks working
             self.log(f"indexing failed:\n{traceback.format_exc()}")
 
     def log(self, text: str) -> None:
         """Report an error in the editor's log (from any thread)."""
+        assert self._loop is not None, "log() before start_index()"
         self._loop.call_soon_threadsafe(self.window_log_message, types.LogMessageParams(types.MessageType.Error, f"cglint: {text}"))
 
     # --- diagnostics ------------------------------------------------------------
@@ -110,7 +113,7 @@ class CglintServer(LanguageServer):
         """Publish the diagnostics of every open document whose diagnostics changed."""
         for path, document in self.open_documents().items():
             checked = self.index is not None and self.index.checks(path)
-            found = [diagnostic(f, document, self.docs_url) for f in self.index.findings_in(path)] if checked else []
+            found = [diagnostic(f, document, self.docs_url) for f in self.index.findings_in(path)] if checked and self.index else []
             if document.uri == always or self._published.get(document.uri) != found:
                 self._published[document.uri] = found
                 self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=document.uri, version=document.version, diagnostics=found))
@@ -125,14 +128,15 @@ class CglintServer(LanguageServer):
     # --- code actions -------------------------------------------------------------
     def code_actions(self, params: types.CodeActionParams, sources: dict[Path, str]) -> list[types.CodeAction]:
         document = self.workspace.text_documents.get(params.text_document.uri)
-        if document is None or self.index is None:
+        index = self.index
+        if document is None or index is None:
             return []
         path = resolved(Path(document.path))
         fixes: dict[Optional[str], Optional[str]] = {}
 
         def fixed(code: Optional[str]) -> Optional[str]:
             if code not in fixes:
-                fixes[code] = self.index.fixed_text(path, sources, code)
+                fixes[code] = index.fixed_text(path, sources, code)
             return fixes[code]
 
         found: list[types.CodeAction] = []

@@ -54,7 +54,7 @@ class CallPatches:
 
     def start(self) -> "CallPatches":
         if not _wrappers:
-            _wrappers.update({(owner, name): (None, None) for owner, name in _targets()})
+            _wrappers.update(dict.fromkeys(_targets(), (None, None)))
         _active.append(self)
         # id of a torch function -> its wrapper (`_wrappers` holds the functions: an id is theirs)
         functions: dict[int, Callable] = {}

@@ -125,6 +125,7 @@ def record_error(recorder: Recorder, exc: BaseException) -> Optional[Observation
     raised = errors.where_raised(exc.__traceback__)
     if raised is not None:
         code, meaning = library_hit((code, meaning), errors.library_frames(exc.__traceback__), raised[1])
+    trace: tuple[str, ...]
     if raised is None:
         frame = recorder.stop
         if frame is None:
@@ -197,19 +198,19 @@ def reset_after_failure(graph: Any, end_capture: Any = None, stream_ctx: Any = N
     if end_capture is not None:
         try:
             end_capture(graph)
-        except Exception:
+        except Exception:  # noqa: BLE001 - the cascade error of an invalidated capture
             end_failed = True
     if stream_ctx is not None:
         try:
             stream_ctx.__exit__(None, None, None)
-        except Exception:
+        except Exception:  # noqa: BLE001 - cleanup goes on whatever fails
             pass
     if end_failed:
         release_pool(graph)
         _heal_generators()
     try:
         torch.cuda.synchronize()
-    except Exception:
+    except Exception:  # noqa: BLE001 - cleanup goes on whatever fails
         pass
 
 
@@ -217,14 +218,14 @@ def _heal_generators() -> None:
     """Run one clean capture: its capture_end runs the epilogue the failed one skipped."""
     try:
         graph = torch.cuda.CUDAGraph()
-        graph._cglint_api = True  # not a user capture
+        graph._cglint_api = True  # type: ignore[attr-defined]  # not a user capture
         with torch.cuda.stream(torch.cuda.Stream()):
             graph.capture_begin()
             torch.zeros(1, device="cuda").add_(1)
             graph.capture_end()
         torch.cuda.synchronize()
         graph.reset()
-    except Exception:
+    except Exception:  # noqa: BLE001 - a best effort: the device may be beyond repair
         pass
 
 
@@ -235,14 +236,14 @@ def release_pool(graph: Any) -> None:
     graph._cglint_pool_released = True
     try:
         pool, device = graph.pool(), torch.cuda.current_device()
-    except Exception:
+    except Exception:  # noqa: BLE001 - no pool to release
         return
     for name in ("_cuda_endAllocateToPool", "_cuda_endAllocateCurrentStreamToPool"):
         end = getattr(torch._C, name, None)
         if end is not None:
             try:
                 end(device, pool)
-            except Exception:
+            except Exception:  # noqa: BLE001 - cleanup goes on whatever fails
                 pass
             break
 
@@ -252,6 +253,6 @@ def pool_bytes(graph: Any) -> Optional[int]:
     try:
         pool = tuple(graph.pool())
         segments = torch.cuda.memory_snapshot()
-    except Exception:
+    except Exception:  # noqa: BLE001 - torch cannot tell
         return None
     return sum(s.get("total_size", 0) for s in segments if tuple(s.get("segment_pool_id", ())) == pool)

@@ -76,7 +76,7 @@ def classify_call(name: str, args: tuple, kwargs: dict, *, gpu: bool, frame: Opt
 
     owned_generators: those registered with the capturing graph (register_generator_state),
     which advance on every replay like the default generator."""
-    self = args[0] if args else None
+    self: Any = args[0] if args else None
     generator = kwargs.get("generator")
     if generator is not None and not any(generator is owned for owned in owned_generators):
         return rc.CUSTOM_GENERATOR, f"`{name}(generator=...)` draws from a non-default generator"
@@ -223,7 +223,7 @@ _SYNC_CODES = {rc.TENSOR_TO_SCALAR, rc.DEVICE_TO_HOST_COPY, rc.DATA_DEPENDENT_OU
                rc.TENSOR_DEPENDENT_BRANCH}
 
 
-def library_hit(hit: Hit, frame: Optional[FrameType], user: Optional[FrameType]) -> Hit:
+def library_hit(hit: tuple[str, str], frame: Optional[FrameType], user: Optional[FrameType]) -> tuple[str, str]:
     """A sync inside a library function with its own rule (GradScaler, clip_grad_norm_) gets that rule."""
     if hit is None or hit[0] not in _SYNC_CODES:
         return hit

@@ -1,6 +1,6 @@
 """Collecting replay guards during a capture: which Python values the captured code read.
 
-`sys.settrace` (sys.monitoring on 3.12+) is on for the capture window: a 'call' event per new
+`sys.settrace` (sys.monitoring on 3.12+) is on for the capture window: a 'call' event per new  # type: ignore[attr-defined]  # 3.12+, used when monitor.AVAILABLE
 frame, 'line' events in user frames (which lines ran: reads in a branch not taken are not
 guarded) and a 'return' event, where the frame's reads are evaluated on its locals. Which
 reads a frame makes comes from its bytecode (`readplan`), once per code object. Tracing was
@@ -77,6 +77,7 @@ class Collector:
             watchers.collecting.append(self)
             return self
         self._previous = sys.gettrace()
+        frame: Optional[FrameType]
         frame, stop = sys._getframe(1), self.recorder.stop
         while stop is not None and frame is not None:
             if frames.is_user_code(frame.f_code):
@@ -124,6 +125,7 @@ class Collector:
             e.PY_YIELD: self._on_return, e.PY_UNWIND: self._on_return}, e.PY_START | e.PY_UNWIND)
         if self._tool is None:
             return False
+        frame: Optional[FrameType]
         frame, stop = sys._getframe(2), self.recorder.stop
         while stop is not None and frame is not None:  # the capture site and the frames around it
             if frames.is_user_code(frame.f_code):
@@ -140,7 +142,7 @@ class Collector:
         if code not in self._codes:
             self._codes.add(code)
             e = monitor.events()
-            sys.monitoring.set_local_events(self._tool, code, e.LINE | e.PY_RETURN | e.PY_YIELD)
+            sys.monitoring.set_local_events(self._tool, code, e.LINE | e.PY_RETURN | e.PY_YIELD)  # type: ignore[attr-defined]  # 3.12+, used when monitor.AVAILABLE
 
     def _on_start(self, code: CodeType, offset: int) -> Any:
         user = _verdicts.get(code)
@@ -151,7 +153,7 @@ class Collector:
                 if code.co_name == "__init__" and threading.get_ident() == self.thread:  # a dataclass's (exec)
                     self._born.add(id(sys._getframe(1).f_locals.get("self")))
                     return None  # every call: each makes a new object
-                return sys.monitoring.DISABLE
+                return sys.monitoring.DISABLE  # type: ignore[attr-defined]  # 3.12+, used when monitor.AVAILABLE
             if monitor.importing(sys._getframe(1)):
                 return None  # module code run by an import is not the region's work; ask again after it
             self._follow(code)
@@ -159,12 +161,12 @@ class Collector:
             self._library_codes.add(code)
             self._codes.add(code)
             e = monitor.events()
-            sys.monitoring.set_local_events(self._tool, code, e.PY_RETURN | e.PY_YIELD)
-        return sys.monitoring.DISABLE  # once per code object
+            sys.monitoring.set_local_events(self._tool, code, e.PY_RETURN | e.PY_YIELD)  # type: ignore[attr-defined]  # 3.12+, used when monitor.AVAILABLE
+        return sys.monitoring.DISABLE  # type: ignore[attr-defined]  # once per code object
 
     def _on_line(self, code: CodeType, line: int) -> Any:
         if line not in readplan.lines(code):
-            return sys.monitoring.DISABLE  # nothing on this line is ever guarded: it need not be seen again
+            return sys.monitoring.DISABLE  # type: ignore[attr-defined]  # nothing on this line is ever guarded: it need not be seen again
         if threading.get_ident() == self.thread:
             frame = sys._getframe(1)
             lines = self._lines.get(frame)
@@ -413,6 +415,7 @@ class Collector:
         fetch = _fetcher(get_root, site.steps)
         if type(value) is PartialCall:
             fetch = _frozen_fetch(fetch)
+        found: Callable[[], list[Related]]
         if site.kind == "deref" and not site.steps and isinstance(get_root, functools.partial):
             found = functools.partial(writers.cell_stores, get_root.args[0], site.root)  # get_root reads the cell
         else:
@@ -438,7 +441,7 @@ class Collector:
         except Exception:  # noqa: BLE001 - a tensor without storage
             return
         get_root = get_root or _weak(root)
-        text = readplan.ReadSite(site.kind, site.root, steps, site.use, *([0] * 5)).text
+        text = readplan.ReadSite(site.kind, site.root, steps, site.use, 0, 0, 0, 0, 0).text
         self.guards.slot(Slot(text, _site_where(frame.f_code, site), weakref.ref(tensor), data_ptr,
                               _fetcher(get_root, steps), _fetcher(get_root, steps[:-1]), steps[-1]))
 
@@ -779,9 +782,10 @@ def _stores(code: CodeType, name: str, opname: str, after: int) -> list[Related]
 
     out = []
     for ins in dis.get_instructions(code):
-        line = ins.positions.lineno if ins.positions else None
-        if ins.opname == opname and ins.argval == name and line and line > after:
-            out.append(Related(frames.display_path(code.co_filename), line, (ins.positions.col_offset or 0) + 1,
+        positions = getattr(ins, "positions", None)  # Python 3.11+
+        line = positions.lineno if positions else None
+        if ins.opname == opname and ins.argval == name and positions and line and line > after:
+            out.append(Related(frames.display_path(code.co_filename), line, (positions.col_offset or 0) + 1,
                                f"`{name}` is assigned here"))
     for const in code.co_consts:
         if isinstance(const, CodeType):

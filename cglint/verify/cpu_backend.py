@@ -36,7 +36,7 @@ SCRIPT_NOTE = (
 class CpuBackend:
     mode = "cpu"
     trace_phase = "CPU trace"
-    script_notes = (SCRIPT_NOTE,)
+    script_notes: tuple[str, ...] = (SCRIPT_NOTE,)
 
     def verify_function(self, fn: Callable[..., Any], sample: tuple, make_inputs: Optional[Callable[[], Any]],
                         recorder: Recorder, report: VerifyReport, options: "Options") -> None:

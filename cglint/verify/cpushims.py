@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -61,7 +61,7 @@ class _Trace:
         if self.recording is not None:
             try:
                 self.recording.__exit__(None, None, None)
-            except Exception:  # a mode pushed by user code on top of ours; ours is gone anyway
+            except Exception:  # noqa: BLE001 - a mode pushed by user code on top of ours; ours is gone anyway
                 pass
             if exc is not None:
                 self.recording = None  # a failed capture replays nothing
@@ -104,7 +104,7 @@ class _Recording(TorchDispatchMode):
         try:
             from torch.utils._python_dispatch import _disable_current_modes
         except ImportError:  # pragma: no cover - older torch
-            _disable_current_modes = contextlib.nullcontext
+            _disable_current_modes = contextlib.nullcontext  # type: ignore[assignment]
         with _disable_current_modes(), torch.no_grad():
             for func, args, kwargs, out in self.calls:
                 try:
@@ -247,7 +247,7 @@ class EmulatedGenerator(torch._C.Generator):
     """torch.Generator(device="cuda") on the CPU."""
 
     def __new__(cls, device: Any = "cpu") -> Any:
-        return torch._C.Generator.__new__(cls, device=_on_cpu(device))
+        return torch._C.Generator.__new__(cls, device=_on_cpu(device))  # type: ignore[call-arg]  # torch's stub lacks it
 
     def __init__(self, device: Any = "cpu") -> None:
         pass
@@ -293,9 +293,8 @@ def install(session: Session) -> None:
             if self._inst is not None and self._inst.info is not None:
                 session.replayed_graph(self._inst.info)
             guards.check_replay(self._inst.inst if self._inst is not None else None, session)
-            recording = self._inst.recording if self._inst is not None else None
-            if recording is not None:
-                stopped = recording.replay()
+            if self._inst is not None and self._inst.recording is not None:
+                stopped = self._inst.recording.replay()
                 if stopped is not None:
                     self._inst.recording = None
                     session.note(f"replay() of the capture at {self._inst.site} stopped computing on the CPU: {stopped}; "
@@ -315,7 +314,7 @@ def install(session: Session) -> None:
             if self.cuda_graph is not None:
                 self.cuda_graph._inst = self._inst  # its replay() checks this capture's guards
 
-        def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
             _stop(self._inst, exc)
             if self.cuda_graph is not None:
                 self.cuda_graph._inst = self._inst
@@ -356,7 +355,7 @@ def install(session: Session) -> None:
     in_graphs = {name: replacements[name] for name in
                  ("graph", "CUDAGraph", "make_graphed_callables", "graph_pool_handle", "is_current_stream_capturing")}
     graphs_module = getattr(torch.cuda, "graphs", None)
-    tables = [(torch.cuda, {**_DEVICE_QUERIES, **replacements}), (torch, {"Generator": EmulatedGenerator})]
+    tables: list[tuple[Any, dict[str, Any]]] = [(torch.cuda, {**_DEVICE_QUERIES, **replacements}), (torch, {"Generator": EmulatedGenerator})]
     if graphs_module is not None:
         tables.append((graphs_module, {k: v for k, v in in_graphs.items() if hasattr(graphs_module, k)}))
     for owner, table in tables:
@@ -379,7 +378,7 @@ def uninstall() -> None:
     while _mode:
         try:
             _mode.pop().__exit__(None, None, None)
-        except Exception:  # a mode the script pushed and never popped sits above ours
+        except Exception:  # noqa: BLE001 - a mode the script pushed and never popped sits above ours
             pass
     _patched.restore()
     _depth[0] = 0

@@ -89,7 +89,7 @@ def run_gpu(fn: Callable, sample: tuple, make_inputs: Any, recorder: Recorder, r
 def capture(fn: Callable, static: tuple, *, instrument: bool) -> tuple[Any, Any, CaptureMonitor]:
     """Capture `fn(*static)` as torch.cuda.graph would, keeping the first error and cleaning up after it."""
     graph = torch.cuda.CUDAGraph()
-    graph._cglint_api = True  # the session patches, if installed, leave this capture to us
+    graph._cglint_api = True  # type: ignore[attr-defined]  # the session patches, if installed, leave this capture to us
     # No input tracking or operator trace here: the API owns its inputs and traced the warmup.
     monitor = CaptureMonitor(kind="cglint.verify", sync_debug=instrument, trace_ops=False)
     stream = torch.cuda.Stream()
@@ -113,7 +113,7 @@ def capture(fn: Callable, static: tuple, *, instrument: bool) -> tuple[Any, Any,
         monitor.stop()
         try:
             graph.capture_end()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the capture's error is the verifier's finding
             try:
                 monitor.failed(exc)
             finally:
@@ -162,14 +162,20 @@ def _replay_against_eager(fn, sample, make_inputs, graph, static, static_out, re
                              if suspects else "")
         obs = observe_fn(recorder, fn, rc.REPLAY_DIVERGES, f"{shown} over {replays} fresh inputs{hint}",
                          "replayed against eager")
-        for place in related if obs is not None else ():
-            obs.relate(place)
+        if obs is not None:
+            for place in related:
+                obs.relate(place)
 
 
 def _timing(fn, sample, make_inputs, graph, static, recorder, report, iters: int) -> None:
     new = inputs.fresh(sample, make_inputs, 99)
     report.eager_ms = timed_ms(lambda: fn(*static), iters)
-    report.replay_ms = timed_ms(lambda: (inputs.copy_into(static, new), graph.replay()), iters)
+
+    def replay() -> None:
+        inputs.copy_into(static, new)
+        graph.replay()
+
+    report.replay_ms = timed_ms(replay, iters)
     if report.replay_ms >= report.eager_ms:
         pool = f"; its pool holds {report.pool_bytes / 2**20:.1f} MiB" if report.pool_bytes else ""
         observe_fn(recorder, fn, rc.GRAPH_NOT_WORTH_IT,

@@ -39,7 +39,7 @@ import torch
 from cglint.findings import Related
 from cglint.verify import frames, readplan, watchers, writers
 from cglint.verify import rule_codes as rc
-from cglint.verify.recorder import Recorder
+from cglint.verify.recorder import Observation, Recorder
 
 _SCALAR_TYPES = frozenset({bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device})
 _MAX_TUPLE = 16
@@ -104,7 +104,7 @@ class Slot:
 
     text: str  # `inputs['x']`, `batch.x`
     where: frames.Where  # where the capture read it
-    tensor: "weakref.ref[torch.Tensor]"
+    tensor: Callable[[], Any]  # a weak reference, or a holder of a container that takes none
     data_ptr: int
     fetch: Callable[[], Any]  # the slot's value now; raises when its holder is gone
     holder: Callable[[], Any]  # the dict, list or object
@@ -234,19 +234,19 @@ class GuardSet:
         return found
 
     # --- what the watchers report ----------------------------------------------
-    def written(self, key: tuple[int, str], value: Any, writer: Related) -> None:
+    def written(self, key: tuple[int, str], value: Any, writer: Optional[Related]) -> None:
         if key in self.by_key:
             self.dirty[key] = writer
         bound = self.bound.get(key)
-        if bound is not None and value is not bound.tensor():
+        if bound is not None and writer is not None and value is not bound.tensor():
             owner = bound.module()
             what = f"`{bound.name}` of {type(owner).__name__}" if owner is not None else f"`{bound.name}`"
             self.events.append((_where(writer), (), f"{what} is rebound to another tensor after the capture at "
                                 f"{self.label}; the graph keeps reading the captured one", bound.data_ptr))
 
-    def data_written(self, t: torch.Tensor, writer: Related) -> None:
+    def data_written(self, t: torch.Tensor, writer: Optional[Related]) -> None:
         bound = self.bound_tensors.get(id(t))
-        if bound is None or bound.tensor() is not t or t.data_ptr() == bound.data_ptr:
+        if bound is None or writer is None or bound.tensor() is not t or t.data_ptr() == bound.data_ptr:
             return
         owner = bound.module()
         what = f"`{bound.name}` of {type(owner).__name__}" if owner is not None else "a captured parameter"
@@ -267,13 +267,15 @@ class GuardSet:
             kind = type(slot.tensor()).__name__
             what = (f"`{slot.text}` (a {kind} of tensors the capture at {self.label} read, passed at {read}) is rebound "
                     f"to another object instead of copied into; the graph keeps reading the captured tensors")
+        obs: Optional[Observation]
         if certain or len(related) == 1:
             obs = recorder.observe_at(rc.REBIND_CAPTURED_TENSOR, what, _where(related[0]), (),
                                       evidence=_replay_note(frame))
         else:
             obs = recorder.observe(rc.REBIND_CAPTURED_TENSOR, what, frame)
-            for r in related[:3] if obs is not None else ():
-                obs.relate(r)
+            if obs is not None:
+                for r in related[:3]:
+                    obs.relate(r)
 
     def check(self, recorder: Recorder, frame: Optional[FrameType]) -> set[int]:
         """Record what changed since capture; returns the data_ptrs of rebound tensors it reported."""
@@ -362,7 +364,7 @@ def _watch_holder(guard: Guard) -> None:
         holder = guard.holder()
     except Exception:  # noqa: BLE001 - gone already
         return
-    if isinstance(holder, type) or isinstance(holder, (dict, list, tuple)):
+    if isinstance(holder, (type, dict, list, tuple)):
         return
     watchers.watch_object(holder, guard.step[1])
 

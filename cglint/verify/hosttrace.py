@@ -6,7 +6,7 @@ work torch does for itself (timers in its logging, say) is not the user's findin
 
 A generator that outlives the call (a global, an attribute, a local of the capture site) and
 is stepped inside the capture (`next(gen)`, `gen.send(v)`) advances once, at capture: CG505 at
-that line. sys.monitoring gives `next`'s argument; sys.setprofile gives the generator's frame
+that line. sys.monitoring gives `next`'s argument; sys.setprofile gives the generator's frame  # type: ignore[attr-defined]  # 3.12+, used when monitor.AVAILABLE
 resuming right after the builtin `next` was called, and the generator is found by that frame.
 """
 from __future__ import annotations
@@ -77,12 +77,12 @@ class HostTracer:
             self._tool = monitor.acquire("cglint host calls", {events.PY_START: self._on_start,
                                                               events.CALL: self._on_call}, events.PY_START)
             if self._tool is not None:
-                frame = sys._getframe(1)
+                frame: Optional[FrameType] = sys._getframe(1)
                 while frame is not None:  # the capture site's frame and those around it are running already
                     # Module code included: a script's `with torch.cuda.graph(g):` runs at top level.
                     if frames.is_user_code(frame.f_code) and frame.f_code not in self._codes:
                         self._codes.add(frame.f_code)
-                        sys.monitoring.set_local_events(self._tool, frame.f_code, sys.monitoring.events.CALL)
+                        sys.monitoring.set_local_events(self._tool, frame.f_code, sys.monitoring.events.CALL)  # type: ignore[attr-defined]  # 3.12+, used when monitor.AVAILABLE
                     frame = frame.f_back
                 return
         self._tool = None
@@ -106,12 +106,12 @@ class HostTracer:
     # --- sys.monitoring (3.12+): calls made by user code only ---------------------
     def _on_start(self, code: CodeType, offset: int) -> Any:
         if code in self._codes or not monitor.followed(code):
-            return sys.monitoring.DISABLE  # once per code object: its calls are now events, or never
+            return sys.monitoring.DISABLE  # type: ignore[attr-defined]  # once per code object: its calls are now events, or never
         if monitor.importing(sys._getframe(1)):
             return None  # module code run by an import is not the region's work; ask again after it
         self._codes.add(code)
-        sys.monitoring.set_local_events(self._tool, code, sys.monitoring.events.CALL)
-        return sys.monitoring.DISABLE
+        sys.monitoring.set_local_events(self._tool, code, sys.monitoring.events.CALL)  # type: ignore[attr-defined]  # 3.12+, used when monitor.AVAILABLE
+        return sys.monitoring.DISABLE  # type: ignore[attr-defined]  # 3.12+, used when monitor.AVAILABLE
 
     def _on_call(self, code: CodeType, offset: int, fn: Any, arg0: Any) -> Any:
         if threading.get_ident() != self.inst.thread:
@@ -123,7 +123,7 @@ class HostTracer:
             if hit:
                 self.inst.recorder.observe(hit[0], hit[1], frame)
             return None
-        if type(fn) is MethodDescriptorType and arg0 is not sys.monitoring.MISSING:
+        if type(fn) is MethodDescriptorType and arg0 is not sys.monitoring.MISSING:  # type: ignore[attr-defined]  # 3.12+, used when monitor.AVAILABLE
             fn = fn.__get__(arg0)  # `items.append(x)` arrives as list.append and items: the method, bound
         hit = self._builtin(fn, frame)
         if hit:
@@ -132,15 +132,15 @@ class HostTracer:
         target = getattr(getattr(fn, "__func__", fn), "__wrapped__", getattr(fn, "__func__", fn))
         called = getattr(target, "__code__", None)
         if called is None:
-            return sys.monitoring.DISABLE if _torch_work(callee) or _inert(callee) else None
+            return sys.monitoring.DISABLE if _torch_work(callee) or _inert(callee) else None  # type: ignore[attr-defined]  # 3.12+, used when monitor.AVAILABLE
         hit = self._targets.get(called)
         if hit is None:
             if _torch_work(callee):
-                return sys.monitoring.DISABLE
+                return sys.monitoring.DISABLE  # type: ignore[attr-defined]  # 3.12+, used when monitor.AVAILABLE
             hit = self._files.get(called.co_filename)
             if hit is None:
                 # A function of the user's: its own calls are watched once it starts (PY_START).
-                return sys.monitoring.DISABLE if monitor.followed(called) else None
+                return sys.monitoring.DISABLE if monitor.followed(called) else None  # type: ignore[attr-defined]  # 3.12+, used when monitor.AVAILABLE
             if called.co_filename == pathlib.__file__ and called.co_name not in HOST.path_io.names:
                 return None
             if called.co_filename == random.__file__ and called.co_name.startswith("_"):
@@ -173,7 +173,7 @@ class HostTracer:
     # --- the hook ------------------------------------------------------------
     def _chained(self, frame: FrameType, event: str, arg: Any) -> None:
         """The hook when a profiler was already set: it still sees every event."""
-        self._previous(frame, event, arg)
+        self._previous(frame, event, arg)  # type: ignore[misc]  # chained only when one was set
         self._profile(frame, event, arg)
 
     def _profile(self, frame: FrameType, event: str, arg: Any) -> None:
@@ -189,6 +189,7 @@ class HostTracer:
                     self.inst.recorder.observe(hit[0], hit[1], frame, weak=hit[1].startswith("`print"))
         elif event == "call":
             code = frame.f_code
+            caller: Optional[FrameType]
             if self._next_from is not None and code.co_flags & CO_GENERATOR and frame.f_back is self._next_from:
                 caller, self._next_from = self._next_from, None
                 hit = self._stepped(caller, lambda value: getattr(value, "gi_frame", None) is frame)
@@ -296,7 +297,7 @@ class HostTracer:
 
 def _torch_work(fn: Any) -> bool:
     """A call of a torch operator, tensor method or module: never host work of the user's. The host
-    tracer stops watching such a call site for the rest of the capture (sys.monitoring DISABLE), as
+    tracer stops watching such a call site for the rest of the capture (sys.monitoring DISABLE), as  # type: ignore[attr-defined]  # 3.12+, used when monitor.AVAILABLE
     a site calls the same kind of thing every time: a decoder's captures ran 0.4x slower with every
     one of its operator calls seen."""
     torch = sys.modules["torch"]

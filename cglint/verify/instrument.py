@@ -84,7 +84,7 @@ class Instrumentation:
                 continue
             try:
                 mode.__exit__(None, None, None)
-            except Exception:  # a mode pushed by user code on top of ours; ours is gone anyway
+            except Exception:  # noqa: BLE001 - a mode pushed by user code on top of ours; ours is gone anyway
                 pass
 
     def __enter__(self) -> "Instrumentation":

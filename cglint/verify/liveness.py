@@ -80,7 +80,8 @@ def snapshot(site_tensors: dict[str, torch.Tensor], parameters: Iterable[tuple[s
         key = id(value)  # one tensor may have two names (`logits = out.float()` is `out`)
         ref, stores = _OUTPUT_STORES.get(key, (None, frozenset()))
         if ref is None or ref() is not value:
-            ref, stores = weakref.ref(value, lambda _r, key=key: _OUTPUT_STORES.pop(key, None)), frozenset()
+            # (mypy cannot infer a lambda with a default argument)
+            ref, stores = weakref.ref(value, lambda _r, key=key: _OUTPUT_STORES.pop(key, None)), frozenset()  # type: ignore[misc]
         _OUTPUT_STORES[key] = (ref, stores | {stored_at})
     made = {id(t) for t in outputs.values()}
     for name, value in site_tensors.items():
@@ -105,7 +106,7 @@ def check(reads: list[Read], recorder: Recorder, frame: Optional[FrameType], gra
             if _other_tensor(lookup(name, frame), t):
                 rebound = name
                 break
-        if rebound is not None and _same_assignment(read, lookup(rebound, frame)):
+        if rebound is not None and read.stored_at is not None and _same_assignment(read, lookup(rebound, frame)):
             recorder.observe_at(rc.CAPTURE_LOOP_OUTPUT_REBOUND,
                                 f"`{rebound}` was bound here to the output of the graph captured at {graph_label} and "
                                 f"then to a later graph's output; that replay wrote to a tensor `{rebound}` no longer "

@@ -1,9 +1,9 @@
-"""sys.monitoring (Python 3.12+) for the capture-time tracers: events only in the user's code.
+"""sys.monitoring (Python 3.12+) for the capture-time tracers: events only in the user's code.  # type: ignore[attr-defined]  # 3.12+, used when monitor.AVAILABLE
 
-From 3.12, sys.settrace and sys.setprofile run on sys.monitoring and see every frame and
+From 3.12, sys.settrace and sys.setprofile run on sys.monitoring and see every frame and  # type: ignore[attr-defined]  # 3.12+, used when monitor.AVAILABLE
 builtin call torch runs while dispatching an operator, and switching either off and on again
 re-instruments every code object that runs afterwards (measured: 7 us a switch). A
-sys.monitoring tool instead turns an event off for a code object the first time it fires there
+sys.monitoring tool instead turns an event off for a code object the first time it fires there  # type: ignore[attr-defined]  # 3.12+, used when monitor.AVAILABLE
 (DISABLE): torch's own functions cost one callback per code object per capture, then nothing,
 and the user's code gets local events (calls, lines, returns). The host tracer and the guard
 collector each hold a tool id while a capture is instrumented.
@@ -33,14 +33,14 @@ def importing(frame: Any) -> bool:
 
 
 def events() -> Any:
-    return sys.monitoring.events
+    return sys.monitoring.events  # type: ignore[attr-defined]  # 3.12+, used when monitor.AVAILABLE
 
 
 def acquire(name: str, callbacks: dict[int, Callable[..., Any]], events: int) -> Optional[int]:
     """A tool id with these callbacks and global events, or None when every id is taken."""
     if not AVAILABLE:
         return None
-    m = sys.monitoring
+    m = sys.monitoring  # type: ignore[attr-defined]  # 3.12+, used when monitor.AVAILABLE
     for tool in _FREE_IDS:
         if m.get_tool(tool) is None:
             m.use_tool_id(tool, name)
@@ -53,7 +53,7 @@ def acquire(name: str, callbacks: dict[int, Callable[..., Any]], events: int) ->
 
 
 def release(tool: int, callbacks: Iterable[int], codes: Iterable[Any]) -> None:
-    m = sys.monitoring
+    m = sys.monitoring  # type: ignore[attr-defined]  # 3.12+, used when monitor.AVAILABLE
     m.set_events(tool, 0)
     for code in codes:
         m.set_local_events(tool, code, 0)

@@ -135,7 +135,7 @@ def install(session: Session) -> None:
             finally:
                 try:
                     original(self, exc_type, exc, tb)
-                except Exception:
+                except Exception:  # noqa: BLE001
                     # capture_end raised (the cascade): torch left the capture stream current
                     reset_after_failure(self.cuda_graph, None, self.stream_ctx, end_failed=True)
             return False

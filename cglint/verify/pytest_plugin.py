@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -72,7 +72,7 @@ class _Guard:
         self.test, self.config = (nodeid, len(self.session.recorders)), config
         real_exit = os._exit
 
-        def exit_now(code: int) -> None:
+        def exit_now(status: int) -> NoReturn:  # os._exit's name: a caller may pass it by keyword
             self._publish(self.session)
             bad = [f for f in self._findings() if f.severity in ("error", "warning")]
             if bad:
@@ -81,10 +81,10 @@ class _Guard:
                     capture.suspend_global_capture(in_=True)
                 stream = sys.stderr
                 if stream is not None:
-                    stream.write(f"\ncglint: {nodeid} called os._exit({code}); its findings:\n"
+                    stream.write(f"\ncglint: {nodeid} called os._exit({status}); its findings:\n"
                                  + "\n".join(_line(f) for f in bad) + "\n")
                     stream.flush()
-            real_exit(code)
+            real_exit(status)
 
         os._exit = exit_now
         try:

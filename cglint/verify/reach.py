@@ -8,7 +8,7 @@ records which ones ran, in the same shape, so the two can be compared:
 
 In the script's process (run.py), an instrumented capture opens a window (Instrumentation.start
 and stop): while it is open, a hook on the capturing thread sees every function that starts.
-On Python 3.12+ that is a sys.monitoring tool with PY_START only, which turns itself off for
+On Python 3.12+ that is a sys.monitoring tool with PY_START only, which turns itself off for  # type: ignore[attr-defined]  # 3.12+, used when monitor.AVAILABLE
 each code object outside the project the first time it fires there; elsewhere (or when no tool
 id is free) a global trace function (called only as a frame starts, not for every builtin call
 as a profile function is) chained with the one already set (the guard collector's), and
@@ -222,7 +222,7 @@ class Window:
         codes = self.run.codes
         path = codes[code] if code in codes else self.run.function_path(code)
         if path is None:
-            return sys.monitoring.DISABLE  # not the project's: never again in this capture
+            return sys.monitoring.DISABLE  # type: ignore[attr-defined]  # not the project's: never again in this capture
         if threading.get_ident() == self.thread:
             self._ran(sys._getframe(1), code, path)
         return None
@@ -316,12 +316,12 @@ def collect(events_path: str) -> dict[tuple[str, int, str], dict[tuple[str, int,
                 via = [tuple(step) for step in event["via"]]
             except (ValueError, KeyError, TypeError):
                 continue  # a line torn by a crash in the middle of its write
-            reached = sites.setdefault(site, {})  # type: ignore[arg-type]
+            reached = sites.setdefault(site, {})
             if function is None:
                 continue
             key = tuple(function)
-            if key not in reached or len(via) < len(reached[key]):  # type: ignore[operator]
-                reached[key] = via  # type: ignore[index,assignment]
+            if key not in reached or len(via) < len(reached[key]):
+                reached[key] = via
     return sites
 
 

@@ -194,7 +194,8 @@ def _scan(code: CodeType):
     insts = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
     i, n = 0, len(insts)
     while i < n:
-        root, start, j, steps = _root(insts[i], code), insts[i], i + 1, []
+        root, start, j = _root(insts[i], code), insts[i], i + 1
+        steps: list[tuple[str, Any]] = []
         sup = _super(insts, i, code)
         if sup is not None:
             root, (j, steps) = ("super", code.co_varnames[0]), sup
@@ -240,7 +241,7 @@ def _scan(code: CodeType):
 
 def _site(root: tuple[str, str], steps: tuple, use: str, start: dis.Instruction, last: dis.Instruction,
           test: tuple = ()) -> Optional[ReadSite]:
-    pos, end = start.positions, last.positions
+    pos, end = getattr(start, "positions", None), getattr(last, "positions", None)  # Python 3.11+
     if pos is None or pos.lineno is None:
         return None
     end_line = (end.end_lineno if end else None) or pos.lineno
@@ -368,9 +369,10 @@ def _scan_counters(code: CodeType):
     COPY 2, COPY 2, BINARY_SUBSCR, ..., STORE_SUBSCR), `X.a = X.a + 1` (a read of X.a, then X and STORE_ATTR a
     on the line) and `G += 1` of a global (LOAD_GLOBAL G, ..., STORE_GLOBAL G)."""
     insts = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
-    reads = {(s.line, s.text): s for s in plan(code)}
+    reads: dict[tuple[Optional[int], str], ReadSite] = {(s.line, s.text): s for s in plan(code)}
     for k, ins in enumerate(insts):
-        line = ins.positions.lineno if ins.positions else None
+        positions = getattr(ins, "positions", None)  # Python 3.11+
+        line = positions.lineno if positions else None
         if ins.opname == "STORE_GLOBAL":
             site = reads.get((line, ins.argval))
             if site is not None and site.kind == "global" and _computed(insts, k):

@@ -5,7 +5,7 @@ catalogue does not know is an error, never a finding with made-up metadata.
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from typing import NamedTuple
 
 
@@ -16,7 +16,7 @@ class Meta(NamedTuple):
     fix_hint: str
 
 
-@lru_cache(maxsize=None)
+@cache
 def meta(code: str) -> Meta:
     rule = _rule(code)
     return Meta(rule.name, rule.category, rule.severity, rule.fix_hint)

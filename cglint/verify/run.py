@@ -16,7 +16,7 @@ import signal
 import sys
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, NoReturn, Optional
 
 from cglint.findings import Finding
 from cglint.verify import backend, compiled, errors, events, frames, reach
@@ -66,15 +66,16 @@ def run_script(script: str, args: list[str], stream: Optional[events.Writer] = N
     publish(session)  # the mode, even if the script dies at once
     real_exit = os._exit
 
-    def exit_now(code: int) -> None:  # os._exit skips every finally: write the end first
+    # `status`, as os._exit names it: a caller may pass it by keyword.
+    def exit_now(status: int) -> NoReturn:  # os._exit skips every finally: write the end first
         caller = frames.current_user_frame(2)
         where = frames.where(caller) if caller else None
         at = f" at {frames.display_path(where.path)}:{where.line}" if where else ""
         publish(session)
         if stream is not None:
-            stream.write(events.END, {**ended(code, f"os._exit({code}){at}", False), "failed": code != 0,
-                                      "status": f"called os._exit({code}){at}"})
-        real_exit(code)
+            stream.write(events.END, {**ended(status, f"os._exit({status}){at}", False), "failed": status != 0,
+                                      "status": f"called os._exit({status}){at}"})
+        real_exit(status)
 
     saved_argv, saved_path = sys.argv, list(sys.path)
     saved_sigint = signal.getsignal(signal.SIGINT)  # the script's handlers, or our SIG_IGN, must not outlive it
@@ -98,7 +99,7 @@ def run_script(script: str, args: list[str], stream: Optional[events.Writer] = N
         failed = number != 0
         status = f"exited with status {code if code is not None else 0}"
         run = ended(number, None if isinstance(code, int) or code is None else f"SystemExit: {code}")
-    except BaseException as exc:  # the script's crash: report it, never swallow it
+    except BaseException as exc:  # noqa: BLE001 - the script's crash: report it, never swallow it
         failed, status = True, _describe(exc)
         interrupted = isinstance(exc, KeyboardInterrupt)
         if interrupted:  # a second Ctrl-C must not cut the report short

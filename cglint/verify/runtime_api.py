@@ -7,7 +7,7 @@ code does not know, fails when the file loads, and so does a code the catalogue 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 
@@ -113,7 +113,7 @@ def parse(data: dict[str, Any]) -> RuntimeApi:
     )
 
 
-@lru_cache(maxsize=None)
+@cache
 def tables() -> RuntimeApi:
     from cglint.datafiles import data_file
     from cglint.tomlread import toml

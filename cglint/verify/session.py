@@ -96,6 +96,7 @@ class Session:
         begun = [r for r in self.recorders if r.region is not None and r.phase != "replay"]
         for recorder in begun[len(begun) - len(self.open):] if self.open else ():
             region = recorder.region
+            assert region is not None  # begun holds recorders with a region
             info = GraphInfo(f"{region.path}:{region.line} ({region.kind})", region.kind, False, 0.0, error=ENDED_INSIDE)
             done.append(info.to_json())
         return done

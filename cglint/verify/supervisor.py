@@ -129,6 +129,7 @@ class _Waiter:
 def _relay(source: Optional[IO[bytes]], target: TextIO) -> threading.Thread:
     def copy() -> None:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        assert source is not None  # the child's pipe
         fd = source.fileno()
         while True:
             chunk = os.read(fd, 65536)

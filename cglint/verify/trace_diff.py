@@ -33,7 +33,9 @@ def compare(first: list[OpRecord], second: list[OpRecord], recorder: Recorder) -
         shown_a = f"aten.{a.op} at {a.where()}" if a else "nothing more"
         shown_b = f"aten.{b.op} at {b.where()}" if b else "nothing more"
         what = f"operator {i + 1} was {shown_a} for the first input but {shown_b} for the second"
-        _record(recorder, rc.INPUT_DEPENDENT_OPS, what, a or b)
+        op = a or b
+        assert op is not None  # i is within the longer trace
+        _record(recorder, rc.INPUT_DEPENDENT_OPS, what, op)
         return rc.INPUT_DEPENDENT_OPS
     return None
 

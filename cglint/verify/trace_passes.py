@@ -25,7 +25,7 @@ def second_pass(fn: Callable, sample: tuple, make_inputs: Any, recorder: Recorde
     saved_phase, recorder.phase = recorder.phase, "second input"
     try:
         _, second = traced(fn, inputs.clone(other), recorder, gpu=gpu)
-    except Exception as exc:  # random values can be invalid inputs (indices, say)
+    except Exception as exc:  # noqa: BLE001 - random values can be invalid inputs (indices, say)
         report.notes.append(f"second input failed eagerly, traces not compared: {type(exc).__name__}: {exc}")
         return
     finally:

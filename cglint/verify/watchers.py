@@ -139,7 +139,7 @@ def _module_register(original: Callable) -> Callable:
 # its instances keep their types; only classes of objects a capture read get one, and a write to an
 # attribute no guard read costs a dict lookup.
 _object_keys: dict[tuple[int, str], Optional[Related]] = {}  # (id(object), attribute) -> the last writer
-_object_refs: dict[int, "weakref.ref[Any]"] = {}  # the watched objects, to drop their keys when they go
+_object_refs: dict[int, Callable[[], Any]] = {}  # the watched objects, to drop their keys when they go
 _watched_classes: set[type] = set()
 _unwatchable: set[type] = set()
 

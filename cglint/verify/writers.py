@@ -46,11 +46,7 @@ def _scan(code: CodeType, step: str, key: Any):
     for k, ins in enumerate(insts):
         if step == "attr" and ins.opname == "STORE_ATTR" and ins.argval == key:
             end = k
-        elif step == "item" and ins.opname == "STORE_SUBSCR" and k and insts[k - 1].opname == "LOAD_CONST" \
-                and key is not ANY and insts[k - 1].argval == key:
-            end = k - 1
-        elif step == "item" and key is ANY and ins.opname == "STORE_SUBSCR" and k \
-                and insts[k - 1].opname.startswith(_KEY_LOADS) and not insts[k - 1].opname.startswith("LOAD_FAST_LOAD"):
+        elif step == "item" and ins.opname == "STORE_SUBSCR" and k and _stores_key(insts[k - 1], key):
             end = k - 1
         else:
             continue
@@ -58,15 +54,16 @@ def _scan(code: CodeType, step: str, key: Any):
         while m >= 0 and insts[m].opname == "LOAD_ATTR" and not (sys.version_info >= (3, 12) and (insts[m].arg or 0) & 1):
             attrs.append(insts[m].argval)
             m -= 1
-        if m < 0 or not insts[m].positions or insts[m].positions.lineno is None:
+        root = insts[m] if m >= 0 else None
+        positions = getattr(root, "positions", None)  # Python 3.11+
+        if root is None or positions is None or positions.lineno is None:
             continue
-        root = insts[m]
         kind = {"LOAD_FAST": "local", "LOAD_GLOBAL": "global", "LOAD_NAME": "name", "LOAD_DEREF": "deref"}.get(root.opname)
         if kind is None:  # `type(self).x = ...`: a call's result, matched by the key alone
-            at = ins.positions
+            at = getattr(ins, "positions", None) or positions
             yield at.lineno, (at.col_offset or 0) + 1, None
             continue
-        yield root.positions.lineno, (root.positions.col_offset or 0) + 1, (kind, root.argval, tuple(reversed(attrs)))
+        yield positions.lineno, (positions.col_offset or 0) + 1, (kind, root.argval, tuple(reversed(attrs)))
     for const in code.co_consts:
         if isinstance(const, CodeType):
             yield from _scan(const, step, key)
@@ -195,8 +192,8 @@ def _owners(holder: Any, step: str, key: Any) -> list[Any]:
     if step != "attr":
         return [holder]
     if isinstance(holder, super):
-        mro = holder.__self_class__.__mro__
-        classes = mro[mro.index(holder.__thisclass__) + 1:]
+        mro = holder.__self_class__.__mro__  # type: ignore[attr-defined]  # super's attributes, not in typeshed
+        classes = mro[mro.index(holder.__thisclass__) + 1:]  # type: ignore[attr-defined]
         owners = []
     else:
         classes = holder.__mro__ if isinstance(holder, type) else type(holder).__mro__
@@ -220,7 +217,7 @@ def _codes(frame: FrameType, holder: Any) -> list[CodeType]:
     module, initialisers left out (they run before the capture)."""
     spaces = [frame.f_globals]
     owner = holder if isinstance(holder, (type, super)) else type(holder)
-    owner = owner.__thisclass__ if isinstance(owner, super) else owner
+    owner = owner.__thisclass__ if isinstance(owner, super) else owner  # type: ignore[attr-defined]
     module = sys.modules.get(getattr(owner, "__module__", "") or "")
     if module is not None and vars(module) is not frame.f_globals:
         spaces.append(vars(module))
@@ -248,9 +245,18 @@ def cell_stores(cell: Any, name: str) -> list[Related]:
             if not isinstance(fn, FunctionType) or fn.__closure__ is not closure:
                 continue
             for ins in dis.get_instructions(fn.__code__):
-                if ins.opname == "STORE_DEREF" and ins.argval == name and ins.positions and ins.positions.lineno:
-                    related = Related(frames.display_path(fn.__code__.co_filename), ins.positions.lineno,
-                                      (ins.positions.col_offset or 0) + 1, f"`{name}` is assigned here (nonlocal)")
+                at = getattr(ins, "positions", None)  # Python 3.11+
+                if ins.opname == "STORE_DEREF" and ins.argval == name and at and at.lineno:
+                    related = Related(frames.display_path(fn.__code__.co_filename), at.lineno,
+                                      (at.col_offset or 0) + 1, f"`{name}` is assigned here (nonlocal)")
                     if related not in found:
                         found.append(related)
     return found
+
+
+def _stores_key(load: dis.Instruction, key: Any) -> bool:
+    """Whether the load before a STORE_SUBSCR puts `key` there: that constant, or for ANY a
+    variable key (not the pair-load that also pushes the value)."""
+    if key is ANY:
+        return load.opname.startswith(_KEY_LOADS) and not load.opname.startswith("LOAD_FAST_LOAD")
+    return load.opname == "LOAD_CONST" and load.argval == key
