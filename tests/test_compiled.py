@@ -177,6 +177,34 @@ def test_outputs_kept_across_calls_in_a_method_of_a_compiled_attribute():
     assert lines(source) == {("CG956", 12)}
 
 
+def test_a_global_a_main_function_rebinds_to_its_compiled_version():
+    # gpt-fast: `main()` does `global decode_one_token; decode_one_token = torch.compile(...)`,
+    # and the decode loop of another function keeps every step's probabilities; the tokens
+    # are cloned.
+    source = """
+    import torch
+
+    def decode_one(model, x):
+        probs = model(x).softmax(-1)
+        return probs.argmax(-1), probs
+
+    def decode_n(model, x, n):
+        tokens, all_probs = [], []
+        for _ in range(n):
+            token, probs = decode_one(model, x)
+            tokens.append(token.clone())
+            all_probs.append(probs)
+        return tokens, all_probs
+
+    def main(model, x, compile=True):
+        global decode_one
+        if compile:
+            decode_one = torch.compile(decode_one, mode="reduce-overhead")
+        return decode_n(model, x, 4)
+    """
+    assert lines(source) == {("CG956", 13)}
+
+
 def test_a_sliding_window_and_a_device_counter_are_clean():
     source = """
     import torch

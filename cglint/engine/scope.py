@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import builtins
-from typing import Optional, Union
+from typing import Iterator, Optional, Union
 
 import libcst as cst
 
@@ -116,7 +116,11 @@ class Scope:
         if isinstance(definition, ClassInfo):
             return Value(Kind.OBJECT, targets=(definition,), is_class=True, qualname=qualified)
         if definition is not None:
-            return Value(Kind.OBJECT, targets=(definition,), qualname=qualified)
+            value = Value(Kind.OBJECT, targets=(definition,), qualname=qualified)
+            if isinstance(definition, FunctionInfo) and definition.cls is None:
+                for rebound in self._rebound_in_functions(definition.module, definition.name):
+                    value = join(value, rebound)  # `global step; step = torch.compile(step, ...)` in main()
+            return value
         module_name, _, attr = qualified.rpartition(".")
         module = self.project.module(module_name, self.module) if module_name else None
         if module is not None and attr in module.globals:
@@ -144,7 +148,34 @@ class Scope:
                 if entries:
                     current = Value(Kind.OBJECT, fields=current.fields + entries)
             value = current if value is None else join(value, current)
+        for current in self._rebound_in_functions(module, name):
+            value = current if value is None else join(value, current)
         return value or UNKNOWN
+
+    def _rebound_in_functions(self, module: ModuleInfo, name: str) -> list[Value]:
+        """The callables and objects a module's functions bind the global `name` to, through a
+        `global` statement (gpt-fast's `main()` doing `decode_one_token = torch.compile(...)`)."""
+        if name not in self._declared_globals(module):
+            return []
+        return self.project.cached(("rebound", module.name, name), lambda: list(self._rebinding(module, name)), [])
+
+    def _declared_globals(self, module: ModuleInfo) -> frozenset:
+        def scan() -> frozenset:
+            return frozenset().union(*(
+                f.declared_globals for f in module.all_functions()
+                if f.outline is None or f.outline.facts.declares_global  # known from `ast`, without parsing
+            ))
+        return self.project.cached(("declared-globals", module.name), scan, frozenset())
+
+    def _rebinding(self, module: ModuleInfo, name: str) -> Iterator[Value]:
+        for function in module.all_functions():
+            if name not in function.declared_globals or not isinstance(function.node, cst.FunctionDef):
+                continue
+            for node in descendants(function.node):
+                if isinstance(node, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets):
+                    current = evaluate(node.value, Scope(self.project, function, initial_env(self.project, function)))
+                    if current.kind == Kind.OBJECT:
+                        yield current
 
     # --- members -----------------------------------------------------------
     def member(self, base: Value, attr: str) -> Value:
