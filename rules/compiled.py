@@ -963,7 +963,8 @@ def train(model, loader, warmup_steps):
             if ctx.is_tensor(arg) or ctx.value(arg).kind == Kind.OBJECT:
                 continue
             changes = arg.value in loop_vars and ctx.value(arg).kind == Kind.HOST or any(
-                isinstance(v, cst.AugAssign) or _host_number(v, ctx) for v in _assignments_in(loop, arg.value)
+                isinstance(v, cst.AugAssign) and ctx.value(arg).kind == Kind.HOST or _host_number(v, ctx)
+                for v in _assignments_in(loop, arg.value)  # `pos += 1` of a number, not of a parameter that may be a tensor
             )
             if changes and not _iterates_tensors(loop, arg.value, ctx):
                 yield Hit(arg, {"arg": arg.value, "call": code_of(node.func)}, capture)

@@ -205,6 +205,38 @@ def test_a_global_a_main_function_rebinds_to_its_compiled_version():
     assert lines(source) == {("CG956", 13)}
 
 
+def test_a_compiled_function_handed_down_two_calls():
+    # gpt-fast's generate(decode_fn, ...) passes the compiled step on to decode_n_tokens, which
+    # keeps every step's probabilities. `input_pos += 1` steps a parameter that may be a
+    # device tensor (it is one here): no claim that a Python number recompiles the function.
+    source = """
+    import torch
+
+    def decode_one(model, x, input_pos):
+        probs = model(x, input_pos).softmax(-1)
+        return probs.argmax(-1), probs
+
+    def decode_n(decode_fn, model, x, input_pos, n):
+        tokens, all_probs = [], []
+        for _ in range(n):
+            token, probs = decode_fn(model, x, input_pos)
+            input_pos += 1
+            tokens.append(token.clone())
+            all_probs.append(probs)
+        return tokens, all_probs
+
+    def generate(decode_fn, model, x):
+        input_pos = torch.zeros(1, dtype=torch.long, device=x.device)
+        return decode_n(decode_fn, model, x, input_pos, 8)
+
+    def main(model, x):
+        reference = generate(decode_one, model, x)
+        compiled = torch.compile(decode_one, mode="reduce-overhead")
+        return reference, generate(compiled, model, x)
+    """
+    assert lines(source) == {("CG956", 14)}
+
+
 def test_a_sliding_window_and_a_device_counter_are_clean():
     source = """
     import torch

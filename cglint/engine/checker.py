@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Hashable, Iterable, Iterator, Optional, Sequence
+from typing import Any, Callable, Hashable, Iterable, Iterator, Optional, Sequence
 
 import libcst as cst
 
@@ -103,6 +103,7 @@ class Engine:
         self.hits: list[RawHit] = []
         self.reach_graph = ReachGraph()
         self._captured_keys: Optional[set] = None  # keys of the functions any capture reaches
+        self._replaying_args: dict[Any, dict[str, Value]] = {}  # function key -> replaying callables passed to it
         self.parameter_values = ParameterValues(self)
         self._seen_hits: set = set()
         self._captures: dict[tuple, Capture] = {}
@@ -212,7 +213,7 @@ class Engine:
             self._guarded(job.function.module, lambda: Walker(self, job.function, env, Mode.REGION, job).run())
         if self.replay_rules or self.capture_rules:
             for function in self._replay_candidates():
-                env = initial_env(self.project, function)
+                env = initial_env(self.project, function, self._replaying_args.get(function.key))
                 self._guarded(function.module, lambda: Walker(self, function, env, Mode.REPLAY).run())
         return [hit for hit in self.hits if not self._changed_by_capture_itself(hit)]
 
@@ -302,6 +303,7 @@ class Engine:
         if key not in self._discovered:
             self._discovered.add(key)
             self._discovered.add(function.key)
+            self._replaying_args[function.key] = args  # its replay walk needs them too (CG956 on `decode_fn(...)`)
             self._guarded(function.module, lambda: Walker(self, function, initial_env(self.project, function, args), Mode.DISCOVER).run())
 
     def _configured_captures(self, modules: list[ModuleInfo]) -> None:

@@ -27,7 +27,7 @@ from cglint.engine.context import Context
 from cglint.engine.definitions import ClassInfo, FunctionInfo, dataclass_fields, self_attr
 from cglint.engine.scope import CELL, Scope, config_field, config_parameter
 from cglint.engine.phases import ends_with, fills_searched_cache, first_call_only, initializes_once, returns_once_filled, suite_body
-from cglint.engine.syntax import (SCOPES, assigned_names, call_method, callee_name, children, code_of, dotted_name, named_attribute_write,
+from cglint.engine.syntax import (SCOPES, assigned_names, call_method, callee_name, children, code_of, descendants, dotted_name, named_attribute_write,
                                   positional)
 from cglint.engine.unfollowed import why_unfollowed
 from cglint.engine.values import HOST, UNKNOWN, Kind, Value, entry, evaluate, narrowed, truth
@@ -593,8 +593,8 @@ class Walker:
                 if self.replays_when_called(value, passed=True):
                     replaying.add(name)
                     passed[name] = value if value.tag else replace(value, tag=REPLAYS)  # seen as such in its walk
-        if replaying and not self.engine.called(function).isdisjoint(replaying):
-            self.engine.discover_with(function, passed)
+        if replaying and (not self.engine.called(function).isdisjoint(replaying) or _passes_on(function, replaying)):
+            self.engine.discover_with(function, passed)  # it calls the callable, or hands it to a function that may
         if replaying and function.name == "__init__":  # `DPMSolver(compiled_model)` keeps it as `self.denoiser`
             self.engine.note_compiled_names(
                 w.attr for w in function.self_writes() if isinstance(w.value, cst.Name) and w.value.value in replaying
@@ -868,3 +868,13 @@ class Walker:
             if self.engine.runs_replay_rules(self.function, self.after_capture, self.statement):
                 self.engine.run_rules(self.engine.replay_rules, node, self)
 
+
+def _passes_on(function: FunctionInfo, names: set[str]) -> bool:
+    """Whether `function` hands one of its parameters `names` to a call (`generate(decode_fn,
+    ...)` passing `decode_fn` on to `decode_n_tokens`, which calls it)."""
+    if not isinstance(function.node, cst.FunctionDef):
+        return False
+    return any(
+        isinstance(node, cst.Call) and any(isinstance(a.value, cst.Name) and a.value.value in names for a in node.args)
+        for node in descendants(function.node)
+    )
