@@ -445,3 +445,60 @@ def test_a_declared_base_class_runs_every_override(tmp_path):
                 return apply(self.quantizer, x)
     """
     assert located(tmp_path, model) == {("model.py", "CG101", 10)}
+
+
+def test_hooks_a_monitor_registers_on_every_layer_run_with_the_layers(tmp_path):
+    # DeepSpeed-style activation monitor: a function given the model registers a hook made by a
+    # factory on each layer of `model.layers`; the hook reads the output on the host.
+    files = {
+        "model.py": """
+            import torch
+            from torch import nn
+
+            class Layer(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(16, 16)
+
+                def forward(self, x):
+                    return x + self.fc(x)
+
+            class Model(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.layers = nn.ModuleList(Layer() for _ in range(2))
+
+                def forward(self, x):
+                    for layer in self.layers:
+                        x = layer(x)
+                    return x
+        """,
+        "monitor.py": """
+            class Monitor:
+                def __init__(self):
+                    self.peaks = {}
+
+                def make_hook(self, name):
+                    def hook(module, inputs, output):
+                        self.peaks[name] = output.abs().max().item()
+                    return hook
+
+            def attach_loop(model, monitor):
+                for i, layer in enumerate(model.layers):
+                    layer.register_forward_hook(monitor.make_hook(f"layers.{i}"))
+        """,
+        "run.py": """
+            import torch
+            from model import Model
+            from monitor import Monitor, attach_loop
+
+            model = Model().cuda()
+            attach_loop(model, Monitor())
+            x = torch.zeros(8, 16, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = model(x)
+        """,
+    }
+    found = findings(tmp_path, files, select=("sync",))
+    assert {(path, code, line) for path, code, line in by_file(found, tmp_path)} == {("monitor.py", "CG101", 7)}

@@ -9,7 +9,7 @@
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 import libcst as cst
 
@@ -63,28 +63,35 @@ def _surely(project: Project, expr: cst.BaseExpression, decorating: FunctionInfo
     return all(f.outline is not None and len(returns_of(f.outline.node)) == 1 for f in chain)
 
 
-def module_hooks(project: Project, cls: ClassInfo, holder: Optional[ClassInfo] = None, attr: str = "") -> list[FunctionInfo]:
+# The project objects each parameter of a function may hold, over its callers (ParameterValues.of).
+Parameters = Callable[[FunctionInfo], dict]
+
+
+def module_hooks(project: Project, cls: ClassInfo, holder: Optional[ClassInfo] = None, attr: str = "",
+                 parameters: Optional[Parameters] = None) -> list[FunctionInfo]:
     """The hooks that run when a module of `cls` is called: registered on the module itself
     (`self.register_forward_hook(...)` in its class, `model.register_forward_hook(...)` in a
-    script), or, where the call is `self.<attr>(x)` in a method of `holder`, registered on that
+    script, `layer.register_forward_hook(...)` over `model.layers` in a function given the
+    model), or, where the call is `self.<attr>(x)` in a method of `holder`, registered on that
     attribute (`self.o_proj.register_forward_hook(self._gate)`: that one submodule only)."""
     mro = project.mro(cls)
-    found = [hook for owner, hook in _registered_hooks(project) if owner in mro]
+    found = [hook for owner, hook in _registered_hooks(project, parameters) if owner in mro]
     if holder is not None and attr:
         holders = project.mro(holder)
-        found += [hook for (owner, name), hooks in _registered_hooks(project, on_attribute=True) if name == attr and owner in holders for hook in hooks]
+        on_attributes = _registered_hooks(project, parameters, on_attribute=True)
+        found += [hook for (owner, name), hooks in on_attributes if name == attr and owner in holders for hook in hooks]
     return found
 
 
-def _registered_hooks(project: Project, on_attribute: bool = False) -> list:
-    found: tuple[list, list] = project.cached("module-hooks", lambda: _find_hooks(project), ([], []))
+def _registered_hooks(project: Project, parameters: Optional[Parameters], on_attribute: bool = False) -> list:
+    found: tuple[list, list] = project.cached("module-hooks", lambda: _find_hooks(project, parameters), ([], []))
     return found[1] if on_attribute else found[0]
 
 
-def _find_hooks(project: Project) -> tuple[list, list]:
+def _find_hooks(project: Project, parameters: Optional[Parameters]) -> tuple[list, list]:
     """(owner class, hook) for hooks registered on a module, and ((holder class, attribute),
     hooks) for hooks registered on `self.<attribute>` in a method of the holder."""
-    from cglint.engine.scope import Scope
+    from cglint.engine.scope import Scope, initial_env
 
     found: list[tuple[ClassInfo, FunctionInfo]] = []
     on_attributes: dict[tuple, list] = {}
@@ -93,19 +100,55 @@ def _find_hooks(project: Project) -> tuple[list, list]:
         for function in [*module.all_functions(), module.body_function]:
             if function.outline is not None and not function.outline.mentions(_HOOK_METHODS):
                 continue
-            scope = Scope(project, function).assigned(function)
+            given = parameters(function) if parameters is not None and function is not module.body_function else {}
+            scope = Scope(project, function, initial_env(project, function, given) if given else None).assigned(function)
+            if given:
+                scope.env.update({name: value for name, value in given.items() if name not in scope.env or scope.env[name].kind == Kind.UNKNOWN})
             for node in descendants(function.node):
                 if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _HOOK_METHODS and node.args):
                     continue
-                hooks = [t for t in evaluate(node.args[0].value, scope).targets if isinstance(t, FunctionInfo)]
+                hooks = _hook_functions(node.args[0].value, scope, project)
                 receiver = node.func.value
                 held = self_attr(receiver, function.params[0].name.value) if function.is_method and function.params else None
                 if held is not None:
                     on_attributes.setdefault((function.cls, held), []).extend(hooks)
                 elif isinstance(receiver, cst.Name):  # `self`, or a module a script or function holds
-                    owners = [t for t in evaluate(receiver, scope).targets if isinstance(t, ClassInfo)]
+                    value = evaluate(receiver, scope)
+                    if not value.targets:  # `for layer in model.layers: layer.register_forward_hook(...)`
+                        value = _loop_element(function.node, receiver.value, scope)
+                    owners = [t for t in value.targets if isinstance(t, ClassInfo)]
                     found.extend((owner, hook) for owner in owners for hook in hooks)
     return found, list(on_attributes.items())
+
+
+def _hook_functions(expr: cst.BaseExpression, scope, project: Project) -> list[FunctionInfo]:
+    """The functions a hook expression gives: `self._log`, `check`, or the closure a factory
+    returns (`monitor.make_hook(name)`, which defines `def hook(module, inputs, output)`)."""
+    value = evaluate(expr, scope)
+    functions = [t for t in value.targets if isinstance(t, FunctionInfo)]
+    if functions or not isinstance(expr, cst.Call):
+        return functions
+    factories = [t for t in evaluate(expr.func, scope).targets if isinstance(t, FunctionInfo)]
+    return [t for f in factories for t in returned_closures(f, project).targets if isinstance(t, FunctionInfo)]
+
+
+def _loop_element(function: cst.CSTNode, name: str, scope) -> Value:
+    """The modules a loop variable `name` of `function` runs over: `for layer in model.layers`,
+    `for i, layer in enumerate(model.layers)`, `for m in model.modules()` (the model's own)."""
+    for node in descendants(function):
+        if not isinstance(node, cst.For):
+            continue
+        iterable: cst.BaseExpression = node.iter
+        target: cst.BaseExpression = node.target
+        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "enumerate" and iterable.args:
+            iterable = iterable.args[0].value
+            target = target.elements[1].value if isinstance(target, cst.Tuple) and len(target.elements) == 2 else target
+        if not (isinstance(target, cst.Name) and target.value == name):
+            continue
+        value = evaluate(iterable, scope)
+        if value.kind == Kind.OBJECT and value.tag == "module_container":
+            return Value(Kind.OBJECT, targets=value.targets)
+    return Value(Kind.UNKNOWN)
 
 
 def context_methods(project: Project, value: Value) -> list[FunctionInfo]:

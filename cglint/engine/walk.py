@@ -795,7 +795,7 @@ class Walker:
                 # Hooks registered on the module run around its forward.
                 held = (self_attr(call.func, self.scope.self_name) if self.scope.self_name else None) or ""  # `self.o_proj(x)`
                 for cls in receiver.targets if receiver is not None else (function.cls,):
-                    for hook in indirect.module_hooks(project, cls, self.function.cls, held):
+                    for hook in indirect.module_hooks(project, cls, self.function.cls, held, self.engine.parameter_values.of):
                         self.engine.enqueue(hook, {}, self.job, step)
         if not targets and self.scope.qualname(call.func) not in _NOT_CALLING:
             # An external function given a project callable will call it (checkpoint(fn, x), vmap(fn)).
