@@ -502,3 +502,61 @@ def test_hooks_a_monitor_registers_on_every_layer_run_with_the_layers(tmp_path):
     }
     found = findings(tmp_path, files, select=("sync",))
     assert {(path, code, line) for path, code, line in by_file(found, tmp_path)} == {("monitor.py", "CG101", 7)}
+
+
+def test_callbacks_a_trainer_copies_from_its_constructor_run_by_name(tmp_path):
+    # Lightning's trainer: `self.callbacks = list(callbacks)`, and each hook is called through
+    # `getattr(callback, hook_name)` from the captured optimization step. Only the hook the
+    # captured step names runs there: `on_train_batch_end` (after replay) may sync.
+    files = {
+        "callbacks.py": """
+            import torch
+
+            class Callback:
+                def on_before_optimizer_step(self, trainer, module):
+                    pass
+
+                def on_train_batch_end(self, trainer, module):
+                    pass
+
+            class Timer(Callback):
+                def on_before_optimizer_step(self, trainer, module):
+                    torch.cuda.synchronize()
+
+            class Logger(Callback):
+                def on_train_batch_end(self, trainer, module):
+                    torch.cuda.synchronize()
+        """,
+        "trainer.py": """
+            import torch
+
+            class Trainer:
+                def __init__(self, module, callbacks=()):
+                    self.module = module
+                    self.callbacks = list(callbacks)
+
+                def _call_hooks(self, hook_name, *args):
+                    for callback in self.callbacks:
+                        getattr(callback, hook_name)(self, self.module, *args)
+
+                def step(self):
+                    self._call_hooks("on_before_optimizer_step")
+
+                def fit(self):
+                    g = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(g):
+                        self.step()
+                    for _ in range(3):
+                        g.replay()
+                        self._call_hooks("on_train_batch_end")
+        """,
+        "run.py": """
+            import torch
+            from callbacks import Logger, Timer
+            from trainer import Trainer
+
+            Trainer(torch.nn.Linear(4, 4).cuda(), callbacks=[Timer(), Logger()]).fit()
+        """,
+    }
+    found = findings(tmp_path, files, select=("sync",))
+    assert {(path, code, line) for path, code, line in by_file(found, tmp_path)} == {("callbacks.py", "CG104", 12)}

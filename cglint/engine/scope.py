@@ -239,9 +239,11 @@ class Scope:
                     if current.kind == Kind.UNKNOWN and _is_parameter(write.value, write.method, setter=True):
                         set_by_setter = True
                         continue
-                    if not current.targets and _is_parameter(write.value, write.method):
-                        # `self.model = model` in __init__: what the constructor's callers pass.
-                        current = self._from_constructions(klass, write.method, write.value.value, current)  # type: ignore[attr-defined]
+                    copied = _copied_parameter(write.value, write.method)
+                    if not current.targets and copied is not None:
+                        # `self.model = model`, `self.callbacks = list(callbacks)` in __init__:
+                        # what the constructor's callers pass.
+                        current = self._from_constructions(klass, write.method, copied, current)
                     elif not current.targets and current.kind in (Kind.UNKNOWN, Kind.OBJECT) and write.method.name == "__init__" and self._built(klass, write).targets:
                         # `self.mixer = mixer_cls(dim)`, `self.norm = norm_cls(d)` of a local
                         # picked by a branch: with what the callers pass and the locals assigned.
@@ -404,6 +406,14 @@ def _number_field(cls: ClassInfo, attr: str) -> bool:
     the checker cannot tell what a write assigns (`self.gain = rng.uniform(lo, hi)`)."""
     statement = _class_statement(cls, attr)
     return isinstance(statement, cst.AnnAssign) and _number_annotation(statement.annotation)
+
+
+def _copied_parameter(expr: cst.BaseExpression, method: FunctionInfo) -> Optional[str]:
+    """The parameter a value is, or a copy of: `model`, `list(callbacks)`, `tuple(layers)`."""
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("list", "tuple") \
+            and len(expr.args) == 1 and not expr.args[0].star:
+        expr = expr.args[0].value
+    return expr.value if isinstance(expr, cst.Name) and _is_parameter(expr, method) else None
 
 
 def _is_parameter(expr: cst.BaseExpression, method: FunctionInfo, setter: bool = False) -> bool:
