@@ -40,7 +40,7 @@ class ModelEMA:
     @torch.no_grad()
     def update(self, model):
         self.updates += 1  # expect: CG505
-        d = self.decay(self.updates)  # expect: CG601
+        d = self.decay(self.updates)
         msd = model.state_dict()
         for k, v in self.ema.state_dict().items():
             if v.dtype.is_floating_point:
