@@ -73,15 +73,20 @@ def _module_setattr(original: Callable) -> Callable:
         if collecting and isinstance(value, torch.Tensor):
             _rebound_in_capture(self, name, value)
         original(self, name, value)
-        if _subscribers:
-            key = (id(self), name)
-            subs = _subscribers.get(key)
-            if subs:
-                writer = _writer()
-                for guards in _live(subs):
-                    guards.written(key, value, writer)
+        _notify(self, name, value)
 
     return __setattr__
+
+
+def _notify(owner: Any, name: str, value: Any) -> None:
+    """Tell the guard sets watching `owner.name` that it was written, and by which user line."""
+    if _subscribers:
+        key = (id(owner), name)
+        subs = _subscribers.get(key)
+        if subs:
+            writer = _writer()
+            for guards in _live(subs):
+                guards.written(key, value, writer)
 
 
 def _rebound_in_capture(module: torch.nn.Module, name: str, value: torch.Tensor) -> None:
@@ -121,13 +126,7 @@ def _module_register(original: Callable) -> Callable:
         if collecting and isinstance(tensor, torch.Tensor):
             _rebound_in_capture(self, name, tensor)
         original(self, name, tensor, *args, **kwargs)
-        if _subscribers:
-            key = (id(self), name)
-            subs = _subscribers.get(key)
-            if subs:
-                writer = _writer()
-                for guards in _live(subs):
-                    guards.written(key, tensor, writer)
+        _notify(self, name, tensor)
 
     return register
 

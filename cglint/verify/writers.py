@@ -18,7 +18,7 @@ import dis
 import gc
 import sys
 from types import CodeType, FrameType, FunctionType, ModuleType
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from cglint.findings import Related
 from cglint.verify import frames
@@ -173,15 +173,7 @@ def _project_codes(frame: FrameType) -> list[CodeType]:
         path = space.get("__file__") or ""
         if "site-packages" in path or "dist-packages" in path:
             continue
-        for value in list(space.values()):
-            members = vars(value).values() if isinstance(value, type) and value.__module__ == space.get("__name__") else (value,)
-            for member in members:
-                fn = getattr(member, "__func__", getattr(member, "fget", member))
-                if isinstance(fn, FunctionType) and fn.__globals__ is space and frames.is_user_code(fn.__code__) \
-                        and fn.__name__ not in ("__init__", "__post_init__"):
-                    _globals_of[fn.__code__] = space
-                    if fn.__code__ not in codes:
-                        codes.append(fn.__code__)
+        codes.extend(code for code in _functions_of(space) if code not in codes)
     _project["count"], _project["codes"] = len(sys.modules), codes
     return codes
 
@@ -223,15 +215,21 @@ def _codes(frame: FrameType, holder: Any) -> list[CodeType]:
         spaces.append(vars(module))
     codes: list[CodeType] = []
     for space in spaces:
-        for value in list(space.values()):
-            members = vars(value).values() if isinstance(value, type) and value.__module__ == space.get("__name__") else (value,)
-            for member in members:
-                fn = getattr(member, "__func__", getattr(member, "fget", member))
-                if isinstance(fn, FunctionType) and fn.__globals__ is space and frames.is_user_code(fn.__code__) \
-                        and fn.__name__ not in ("__init__", "__post_init__"):
-                    _globals_of[fn.__code__] = space
-                    codes.append(fn.__code__)
+        codes.extend(_functions_of(space))
     return codes
+
+
+def _functions_of(space: dict) -> Iterator[CodeType]:
+    """The code of the user functions and methods a module namespace defines (constructors left
+    out: they build, they do not change between replays), each noted with its namespace."""
+    for value in list(space.values()):
+        members = vars(value).values() if isinstance(value, type) and value.__module__ == space.get("__name__") else (value,)
+        for member in members:
+            fn = getattr(member, "__func__", getattr(member, "fget", member))
+            if isinstance(fn, FunctionType) and fn.__globals__ is space and frames.is_user_code(fn.__code__) \
+                    and fn.__name__ not in ("__init__", "__post_init__"):
+                _globals_of[fn.__code__] = space
+                yield fn.__code__
 
 
 def cell_stores(cell: Any, name: str) -> list[Related]:
