@@ -25,7 +25,7 @@ cpu_only = pytest.mark.skipif(torch.cuda.is_available(), reason="tests the CPU t
 
 def collector(gpu: bool = True):
     notes: list[str] = []
-    return regions.Collector(Recorder(), gpu=gpu, note=notes.append), notes
+    return regions.CompileEventCollector(Recorder(), gpu=gpu, note=notes.append), notes
 
 
 def found(c) -> set[tuple[str, int]]:

@@ -9,7 +9,7 @@ from cglint.verify.findings import frames
 from cglint.verify.guards import guardset
 from cglint.verify.run import reach
 from cglint.verify.capture.callpatches import CallPatches
-from cglint.verify.guards.collector import Collector
+from cglint.verify.guards.collector import GuardReadCollector
 from cglint.verify.capture.hosttrace import HostTracer
 from cglint.verify.findings.recorder import Recorder
 from cglint.verify.capture.torchmodes import ApiMode, OpMode
@@ -36,7 +36,7 @@ class Instrumentation:
         self.trace_ops = trace_ops  # keep the operator sequence (to compare two inputs)
         self._own_hooks = False
         self.running = False
-        self._collector: Optional[Collector] = None
+        self._collector: Optional[GuardReadCollector] = None
         self.guard_reads = guard_reads  # a capture: collect replay guards (see guards)
         self.guards: Optional[guardset.GuardSet] = None
         self._reach: Optional[reach.Window] = None  # --save-reach: the functions this capture runs
@@ -58,7 +58,7 @@ class Instrumentation:
             self._own_hooks = synchooks.install()
         synchooks.activate(self)
         if self.guard_reads:
-            self._collector = Collector(self.recorder).start()
+            self._collector = GuardReadCollector(self.recorder).start()
         self._reach = reach.begin(self)  # last on, first off: its trace function chains the collector's
         self.running = True
         return self

@@ -17,7 +17,7 @@ from cglint.verify.guards import bytecode
 from cglint.verify.findings.rule_codes import code_of
 
 if TYPE_CHECKING:
-    from cglint.verify.compiled.regions import Collector
+    from cglint.verify.compiled.regions import CompileEventCollector
 
 OUTPUT_KEPT = code_of("compiled-output-kept-across-calls")
 STATIC_OUTPUT_KEPT = code_of("static-output-kept-across-replays")
@@ -41,7 +41,7 @@ class KeptOutputs:
 
     CONTAINER_TAIL = 64  # the newest items of a long container: kept outputs are the recent ones
 
-    def __init__(self, collector: "Collector"):
+    def __init__(self, collector: "CompileEventCollector"):
         self.collector = collector
         self._earlier: dict[int, tuple[Any, tuple[int, int]]] = {}  # id -> (weakref, memory range)
 

@@ -120,8 +120,9 @@ def _head(reason: str, lines: int = 2) -> str:
     return "; ".join(kept[:lines])[:300]
 
 
-class Collector:
-    """Everything the run learns about its compiled functions; one per instrumented run."""
+class CompileEventCollector:
+    """Collects what torch reports about the run's compiled functions (graph breaks, recompiles,
+    CUDA-graph skips and re-recordings, kept outputs) as findings; one per instrumented run."""
 
     SHAPES_REPORTED = 3  # two shapes are common (a prefill and a decode step); a third means they keep changing
     MAX_SHAPES = 64
@@ -375,7 +376,7 @@ class Collector:
 
 
 class _Handler(logging.Handler):
-    def __init__(self, collector: Collector):
+    def __init__(self, collector: CompileEventCollector):
         super().__init__(logging.DEBUG)
         self.collector = collector
 
@@ -455,11 +456,11 @@ def _eager_backend(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 # --- the run's collector ------------------------------------------------------------------------
 
-_active: Optional[Collector] = None
+_active: Optional[CompileEventCollector] = None
 _patched = Patched()
 
 
-def install(session: Any) -> Collector:
+def install(session: Any) -> CompileEventCollector:
     """Collect compile events for a whole run (`cglint verify SCRIPT`, `pytest --cglint-verify`)."""
     global _active
     import torch
@@ -469,7 +470,7 @@ def install(session: Any) -> Collector:
     frames.refresh()  # torch is imported now: its files are library, not the user's
     recorder = Recorder(phase="torch.compile")
     session.recorders.append(recorder)
-    _active = Collector(recorder, gpu=session.gpu, note=session.note)
+    _active = CompileEventCollector(recorder, gpu=session.gpu, note=session.note)
     _patched.set(torch, "compile", _active.wrap_compile(torch.compile))
     return _active
 

@@ -45,8 +45,8 @@ _SIZED = (dict, list, tuple, set, frozenset, deque, str, bytes)
 _HELD = (dict, list, set)  # roots held strongly (no weak references to them): for slots only
 _NUMBERS = frozenset({int, float, complex, bool})
 
-class Collector:
-    """Follows the frames of one capture and turns what they read into a GuardSet."""
+class GuardReadCollector:
+    """Collects the reads of one capture's frames that become its replay guards (a GuardSet)."""
 
     def __init__(self, recorder: Recorder):
         self.recorder = recorder
@@ -70,7 +70,7 @@ class Collector:
         self._counted: dict[tuple, tuple] = {}
         self._born: set[int] = set()  # objects whose __init__ ran in the capture: their counters start there
 
-    def start(self) -> "Collector":
+    def start(self) -> "GuardReadCollector":
         self.thread = threading.get_ident()
         self._codes: set[CodeType] = set()  # codes given local events (sys.monitoring)
         self._library_codes: set[CodeType] = set()

@@ -154,7 +154,7 @@ class GuardSet:
         self._seen_keys: set[tuple] = set()
         self.changed: dict[int, tuple[Guard, Any]] = {}  # guards found changed, with their latest value
         # The last value each polled guard was checked against (its identity makes the common check
-        # one `is`); kept here because captures share their Guard objects (Collector._guard).
+        # one `is`); kept here because captures share their Guard objects (GuardReadCollector._guard).
         self.last: dict[int, Any] = {}
         # Device tensors the capture site read by name (`static_x`, `self.static_x`): replays
         # check they are still the captured ones (liveness). Held until the capture ends.

@@ -22,10 +22,10 @@ from cglint.verify.capture.attributes import Patched
 from cglint.verify.findings import rule_codes as rc
 
 if TYPE_CHECKING:
-    from cglint.verify.guards.collector import Collector
+    from cglint.verify.guards.collector import GuardReadCollector
     from cglint.verify.guards.guardset import GuardSet
 
-collecting: list["Collector"] = []  # the collectors of captures running now (innermost last)
+collecting: list["GuardReadCollector"] = []  # the collectors of captures running now (innermost last)
 _subscribers: dict[Any, dict[int, "weakref.ref[GuardSet]"]] = {}
 _data_subscribers: dict[int, dict[int, "weakref.ref[GuardSet]"]] = {}
 _patched = Patched()
