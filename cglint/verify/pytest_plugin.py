@@ -65,7 +65,7 @@ class _Guard:
     def _publish(self, session: Any) -> None:
         if self.test is not None and self.log is not None:
             self.log.write("test", {"test": self.test[0], "findings": [f.to_json() for f in self._findings()],
-                                    "captures": session.captures()})
+                                    "captures": [c.to_json() for c in session.captures()]})
 
     @contextlib.contextmanager
     def running(self, nodeid: str, config: Any) -> Any:

@@ -24,6 +24,7 @@ from cglint.verify.findings import rule_codes as rc
 from cglint.verify.capture.instrument import Instrumentation
 from cglint.verify.findings.recorder import Observation, Recorder
 from cglint.verify.findings.rule_metadata import message, meta
+from cglint.verify.run.captures import NO_USER_FRAME, CaptureRecord
 
 
 def region_kind() -> str:
@@ -69,10 +70,13 @@ class CaptureMonitor:
         self.seconds = 0.0
         self._collecting = False  # the garbage collector was on when the capture began
 
+    def record(self, **state: Any) -> CaptureRecord:
+        """This capture as the report lists it, with `state` (ok, capture_seconds, ...)."""
+        return CaptureRecord.at(self.recorder.region, no_frame=NO_USER_FRAME, **state)
+
     @property
     def label(self) -> str:
-        r = self.recorder.region
-        return f"{r.path}:{r.line} ({r.kind})" if r else "capture with no user frame (made by torch on another thread)"
+        return self.record().label
 
     def start(self) -> "CaptureMonitor":
         self.started_at = time.perf_counter()
@@ -175,8 +179,6 @@ def record_failed_call(session: Any, exc: BaseException, kind: str) -> None:
     could report it: a failed capture, and a finding at the line of the user's call."""
     if id(exc) in session.handled:
         return  # a capture inside the call reported it already
-    from cglint.verify.run.session import GraphInfo
-
     site = frames.current_user_frame(2)
     where = frames.where(site) if site else None
     region = Region(frames.display_path(where.path), where.line, kind) if where else None
@@ -184,8 +186,7 @@ def record_failed_call(session: Any, exc: BaseException, kind: str) -> None:
     record_error(recorder, exc)
     session.handled.add(id(exc))
     session.recorders.append(recorder)
-    label = f"{region.path}:{region.line} ({kind})" if region else "?"
-    session.add_graph(GraphInfo(label, kind, False, 0.0, error=errors.first_line(exc)))
+    session.add_graph(CaptureRecord.at(region, kind, ok=False, error=errors.first_line(exc)))
 
 
 def reset_after_failure(graph: Any, end_capture: Any = None, stream_ctx: Any = None, *, end_failed: bool = False) -> None:

@@ -24,7 +24,8 @@ from cglint.verify.capture.monitor import (BUILT_AT, CaptureMonitor, pool_bytes,
                                    release_pool, reset_after_failure)
 from cglint.verify.compiled.kept_outputs import static_outputs_kept
 from cglint.verify.findings.recorder import Recorder
-from cglint.verify.run.session import GraphInfo, Session
+from cglint.verify.run.captures import CaptureRecord
+from cglint.verify.run.session import Session
 
 _patched = Patched()
 # Where a graph keeps the generators registered with it (register_generator_state).
@@ -211,13 +212,12 @@ def _raised_under(exc: BaseException, site: Any) -> bool:
     return False
 
 
-def _graph_done(session: Session, monitor: CaptureMonitor, *, ok: bool, graph: Any = None) -> GraphInfo:
+def _graph_done(session: Session, monitor: CaptureMonitor, *, ok: bool, graph: Any = None) -> CaptureRecord:
     pool = pool_bytes(graph) if graph is not None else None
-    region = monitor.recorder.region
     error = errors.first_line(monitor.error) if monitor.error is not None else None
-    info = GraphInfo(monitor.label, region.kind if region else "?", ok, monitor.seconds, pool, error=error)
-    session.add_graph(info)
-    return info
+    record = monitor.record(ok=ok, capture_seconds=monitor.seconds, pool_bytes=pool, error=error)
+    session.add_graph(record)
+    return record
 
 
 def uninstall() -> None:

@@ -29,7 +29,8 @@ from cglint.verify.capture.attributes import Patched
 from cglint.verify.capture.classify import EMULATED_CUDA
 from cglint.verify.capture.instrument import Instrumentation
 from cglint.verify.findings.recorder import Recorder
-from cglint.verify.run.session import GraphInfo, Session
+from cglint.verify.run.captures import CaptureRecord
+from cglint.verify.run.session import Session
 
 _patched = Patched()
 _depth = [0]  # regions being traced (is_current_stream_capturing answers from it)
@@ -42,9 +43,9 @@ class _Trace:
         site = frames.current_user_frame(4)
         where = frames.where(site) if site else None
         region = Region(frames.display_path(where.path), where.line, kind) if where else None
-        self.session, self.kind = session, kind
-        self.info: Optional[GraphInfo] = None  # once the capture ended
-        self.site = f"{region.path}:{region.line} ({kind})" if region else "?"
+        self.session, self.kind, self.region = session, kind, region
+        self.info: Optional[CaptureRecord] = None  # once the capture ended
+        self.site = CaptureRecord.at(region, kind).label
         recorder = Recorder(region, stop=site, phase="CPU trace")
         session.recorders.append(recorder)
         session.open[id(self)] = lambda exc: self.stop(exc)
@@ -70,7 +71,8 @@ class _Trace:
         _depth[0] -= 1
         self.session.open.pop(id(self), None)
         error = None if exc is None else errors.first_line(exc)
-        self.info = GraphInfo(self.site, self.kind, exc is None, time.perf_counter() - self.started, error=error)
+        self.info = CaptureRecord.at(self.region, self.kind, ok=exc is None,
+                                     capture_seconds=time.perf_counter() - self.started, error=error)
         self.session.add_graph(self.info)
 
 

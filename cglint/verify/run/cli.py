@@ -208,7 +208,7 @@ def as_json(result: Any) -> dict[str, Any]:
     from cglint.report.json_format import as_json as check_json
 
     data = check_json(result.findings, 1)
-    data.update(mode=result.mode, captures=result.captures, run=result.run, notes=result.notes)
+    data.update(mode=result.mode, captures=[c.to_json() for c in result.captures], run=result.run, notes=result.notes)
     return data
 
 
@@ -229,8 +229,8 @@ def _write(result: Any, fmt: str, output: Optional[str]) -> None:
 def verdict(result: Any) -> list[str]:
     """What the run verified, in words; "All checks passed" only for verified captures."""
     captures = result.captures
-    failed = [c for c in captures if c["status"] == "failed"]
-    unreplayed = [c for c in captures if c["status"] == "not-replayed"]
+    failed = [c for c in captures if c.status == "failed"]
+    unreplayed = [c for c in captures if c.status == "not-replayed"]
     gaps = []
     if result.mode == "cpu":
         gaps.append("CUDA was emulated on the CPU (no GPU): real capture errors, replays, graph memory and "
@@ -240,10 +240,10 @@ def verdict(result: Any) -> list[str]:
     if not captures:
         gaps.append("the script made no CUDA-graph capture, so no capture was verified")
     for capture in failed:
-        why = f": {capture['error']}" if capture.get("error") else ""
-        gaps.append(f"the capture at {_site(capture)} failed{why}")
+        why = f": {capture.error}" if capture.error else ""
+        gaps.append(f"the capture at {capture.label} failed{why}")
     for capture in unreplayed:
-        gaps.append(f"the capture at {_site(capture)} was never replayed (the pre-replay checks did not run)")
+        gaps.append(f"the capture at {capture.label} was never replayed (the pre-replay checks did not run)")
     if not result.run["completed"] or result.failed:
         gaps.append(f"the script {result.status}: what it would have run after that was not checked")
     if not result.findings and not gaps:
@@ -254,19 +254,15 @@ def verdict(result: Any) -> list[str]:
     return [line for line in lines if line] + [f"  - {gap}" for gap in gaps]
 
 
-def _site(capture: dict[str, Any]) -> str:
-    return f"{capture['path']}:{capture['line']} ({capture['kind']})"
-
-
 def _summary(result: Any, stream: TextIO) -> None:
     label = {"gpu": "GPU", "cpu": "CPU trace (CUDA emulated)"}.get(result.mode or "", "unknown")
     print(f"cglint verify: {label} mode, {len(result.captures)} capture(s)", file=stream)
     for capture in result.captures:
-        pool = f", pool {capture['pool_bytes'] / 2**20:.1f} MiB" if capture.get("pool_bytes") else ""
-        state = {"ok": "captured", "not-replayed": "captured", "failed": "FAILED"}[capture["status"]]
-        if result.mode == "cpu" and capture["status"] != "failed":
+        pool = f", pool {capture.pool_bytes / 2**20:.1f} MiB" if capture.pool_bytes else ""
+        state = {"ok": "captured", "not-replayed": "captured", "failed": "FAILED"}[capture.status]
+        if result.mode == "cpu" and capture.status != "failed":
             state = "traced on the CPU"
-        print(f"  {_site(capture)}: {state} in {capture['capture_ms']:.1f} ms{pool}, {capture['replays']} replay(s)",
+        print(f"  {capture.label}: {state} in {capture.capture_seconds * 1000:.1f} ms{pool}, {capture.replays} replay(s)",
               file=stream)
     for note in result.notes:
         print(f"  note: {note}", file=stream)

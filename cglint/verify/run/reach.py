@@ -34,6 +34,7 @@ from cglint.verify.capture import sysmon
 from cglint.verify.findings import frames
 
 if TYPE_CHECKING:
+    from cglint.verify.run.captures import CaptureRecord
     from cglint.verify.run.events import Writer
     from cglint.verify.capture.instrument import Instrumentation
 
@@ -335,7 +336,7 @@ def _shown(path: str, cwd: str) -> str:
     return path if rel.startswith("..") else rel
 
 
-def document(collected: dict, captures: list[dict[str, Any]], version: str, cwd: Optional[str] = None) -> dict[str, Any]:
+def document(collected: dict, captures: list[CaptureRecord], version: str, cwd: Optional[str] = None) -> dict[str, Any]:
     """The file's object, in `cglint reach --format json`'s shape (cglint.reach): one entry per
     capture site, in the order the run first made them."""
     from cglint.reach import CaptureReach, Reached, as_json
@@ -343,7 +344,7 @@ def document(collected: dict, captures: list[dict[str, Any]], version: str, cwd:
     cwd = cwd or os.getcwd()
     order: list[tuple[str, int, str]] = []
     for capture in captures:
-        site = (capture["path"], capture["line"], capture["kind"])
+        site = (capture.path, capture.line, capture.kind)
         if site not in order:
             order.append(site)
     order += [site for site in collected if site not in order]

@@ -24,6 +24,7 @@ from cglint.verify.compiled import regions
 from cglint.verify.findings import errors, frames
 from cglint.verify.run import events, reach
 from cglint.verify.run import session as sessions
+from cglint.verify.run.captures import CaptureRecord
 from cglint.verify.run.session import Session
 
 # The status Python's own exit reports for an uncaught KeyboardInterrupt (128 + SIGINT).
@@ -34,7 +35,7 @@ INTERRUPTED_STATUS = 130
 class Outcome:
     mode: str  # "gpu" or "cpu"
     findings: list[Finding]
-    captures: list[dict[str, Any]]
+    captures: list[CaptureRecord]
     notes: list[str] = field(default_factory=list)
     run: dict[str, Any] = field(default_factory=lambda: ended(0))
     status: str = "exited with status 0"  # how the script ended, in words
@@ -48,7 +49,7 @@ def ended(exit_status: Any, error: Optional[str] = None, completed: bool = True)
 
 def state(session: Session, mode: str) -> dict[str, Any]:
     return {"mode": mode, "findings": [f.to_json() for f in session.findings()],
-            "captures": session.captures(), "notes": list(session.notes)}
+            "captures": [c.to_json() for c in session.captures()], "notes": list(session.notes)}
 
 
 def run_script(script: str, args: list[str], stream: Optional[events.Writer] = None,

@@ -7,53 +7,22 @@ nothing is lost when the script ends the process abruptly.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 from cglint.findings import Finding
 from cglint.verify.findings import recorder as recorders
 from cglint.verify.findings.recorder import Recorder
+from cglint.verify.run.captures import CaptureRecord
 
 # What the summary and the JSON say about a capture that the run ended inside of.
 ENDED_INSIDE = "the run ended during this capture"
 
 
 @dataclass
-class GraphInfo:
-    site: str
-    kind: str
-    ok: bool
-    capture_seconds: float
-    pool_bytes: Optional[int] = None
-    replays: int = 0
-    error: Optional[str] = None  # why the capture failed, when it did
-
-    @property
-    def status(self) -> str:
-        if not self.ok:
-            return "failed"
-        return "ok" if self.replays else "not-replayed"
-
-    def to_json(self) -> dict[str, Any]:
-        """One entry of the report's "captures" (docs/design.md, JSON output)."""
-        path, _, rest = self.site.rpartition(":")
-        line = rest.split(" ", 1)[0]
-        return {
-            "path": path if line.isdigit() else self.site,
-            "line": int(line) if line.isdigit() else 0,
-            "kind": self.kind,
-            "status": self.status,
-            "capture_ms": round(self.capture_seconds * 1000, 3),
-            "pool_bytes": self.pool_bytes,
-            "replays": self.replays,
-            "error": self.error,
-        }
-
-
-@dataclass
 class Session:
     gpu: bool
     recorders: list[Recorder] = field(default_factory=list)
-    graphs: list[GraphInfo] = field(default_factory=list)
+    graphs: list[CaptureRecord] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     handled: set[int] = field(default_factory=set)  # ids of exceptions already reported
     # Captures begun but not ended, each with how to close it given the error that ended the run.
@@ -80,25 +49,22 @@ class Session:
             self.notes.append(text)
             self.changed()
 
-    def add_graph(self, info: GraphInfo) -> None:
-        self.graphs.append(info)
+    def add_graph(self, record: CaptureRecord) -> None:
+        self.graphs.append(record)
         self.changed()
 
-    def replayed_graph(self, info: GraphInfo) -> None:
-        """The graph of `info` was replayed (graphs captured at one line, in a loop, count apart)."""
-        info.replays += 1
-        if info.replays == 1:  # not-replayed becomes ok: worth telling at once
+    def replayed_graph(self, record: CaptureRecord) -> None:
+        """The graph of `record` was replayed (graphs captured at one line, in a loop, count apart)."""
+        record.replays += 1
+        if record.replays == 1:  # not-replayed becomes ok: worth telling at once
             self.changed()
 
-    def captures(self) -> list[dict[str, Any]]:
+    def captures(self) -> list[CaptureRecord]:
         """The "captures" of the report, with the ones still open when asked shown as failed."""
-        done = [info.to_json() for info in self.graphs]
+        done = list(self.graphs)
         begun = [r for r in self.recorders if r.region is not None and r.phase != "replay"]
         for recorder in begun[len(begun) - len(self.open):] if self.open else ():
-            region = recorder.region
-            assert region is not None  # begun holds recorders with a region
-            info = GraphInfo(f"{region.path}:{region.line} ({region.kind})", region.kind, False, 0.0, error=ENDED_INSIDE)
-            done.append(info.to_json())
+            done.append(CaptureRecord.at(recorder.region, ok=False, error=ENDED_INSIDE))
         return done
 
     def changed(self) -> None:

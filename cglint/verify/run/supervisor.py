@@ -24,6 +24,7 @@ from typing import IO, Any, Optional, TextIO
 
 from cglint.findings import Finding
 from cglint.verify.run import events, reach
+from cglint.verify.run.captures import CaptureRecord
 
 # How long a child asked to stop (Ctrl-C) may take to write its report before it is killed.
 INTERRUPT_GRACE_S = 10.0
@@ -38,7 +39,7 @@ _FAULT_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+)')
 class Supervised:
     mode: Optional[str]  # "gpu" or "cpu"; None when the child died before it could say
     findings: list[Finding]
-    captures: list[dict[str, Any]]
+    captures: list[CaptureRecord]
     notes: list[str]
     run: dict[str, Any]
     status: str  # how the script ended, in words
@@ -169,7 +170,7 @@ def _result(seen: dict[str, dict[str, Any]], faults: str, returncode: int, waite
         run = {"exit_status": returncode, "error": f"timed out after {timeout:g} s{at}", "completed": False}
     elif end is not None and not (waited.interrupted and returncode < 0):
         status, run = end["status"], {k: end[k] for k in ("exit_status", "error", "completed")}
-        return Supervised(state.get("mode"), findings, state.get("captures", []), state.get("notes", []), run,
+        return Supervised(state.get("mode"), findings, _captures(state), state.get("notes", []), run,
                           status, bool(end["failed"]), waited.interrupted, where)
     elif returncode < 0:
         name = _signal_name(-returncode)
@@ -178,8 +179,12 @@ def _result(seen: dict[str, dict[str, Any]], faults: str, returncode: int, waite
     else:
         status = f"ended with status {returncode} before it could report how (the child process exited abruptly)"
         run = {"exit_status": returncode, "error": status, "completed": False}
-    return Supervised(state.get("mode"), findings, state.get("captures", []), state.get("notes", []), run,
+    return Supervised(state.get("mode"), findings, _captures(state), state.get("notes", []), run,
                       status, True, waited.interrupted, where, [faults] if faults else [])
+
+
+def _captures(state: dict[str, Any]) -> list[CaptureRecord]:
+    return [CaptureRecord.from_json(c) for c in state.get("captures", [])]
 
 
 def _signal_name(number: int) -> str:
