@@ -120,9 +120,11 @@ def main() -> None:
     if not torch.cuda.is_available():
         raise SystemExit("needs a CUDA device")
 
-    from cglint.verify import frames, patches, watchers
-    from cglint.verify import session as sessions
-    from cglint.verify.recorder import Recorder
+    from cglint.verify.capture import patches
+    from cglint.verify.findings import frames
+    from cglint.verify.guards import watchers
+    from cglint.verify.run import session as sessions
+    from cglint.verify.findings.recorder import Recorder
 
     torch.manual_seed(0)
     model = Decoder(args.layers, args.dim, args.heads, args.cache, 32000).cuda().eval()

@@ -193,14 +193,15 @@ class Instrumented:
     """The verifier installed in this process as a supervised `cglint verify` child installs it."""
 
     def __enter__(self) -> Any:
-        from cglint.verify import backend, run
-        from cglint.verify import session as sessions
+        from cglint.verify import backend
+        from cglint.verify.run import script
+        from cglint.verify.run import session as sessions
 
         self.backend = backend.select(True)
         self.published = 0
 
         def publish(current: Any) -> None:  # the child writes this to its event stream on every change
-            json.dumps(run.state(current, "gpu"), default=str)
+            json.dumps(script.state(current, "gpu"), default=str)
             self.published += 1
 
         self.session = sessions.begin(True, listener=publish)
@@ -208,7 +209,7 @@ class Instrumented:
         return self.session
 
     def __exit__(self, *exc: object) -> None:
-        from cglint.verify import session as sessions
+        from cglint.verify.run import session as sessions
 
         self.backend.uninstall()
         sessions.end()
@@ -222,7 +223,7 @@ PARTS = (("all", {}), ("without the torch-call hooks (call wrappers)", {"api_mod
 @contextlib.contextmanager
 def without(off: dict[str, bool]):
     """Captures instrumented with some parts of the instrumentation switched off (for --breakdown)."""
-    from cglint.verify import instrument
+    from cglint.verify.capture import instrument
 
     original = instrument.Instrumentation.__init__
 
@@ -319,8 +320,8 @@ def gpu_main(args: argparse.Namespace) -> None:
 
 def cpu_proxy_main(args: argparse.Namespace) -> None:
     """Host-side cost of the instrumentation on the CPU (for profiling; see the module docstring)."""
-    from cglint.verify import frames
-    from cglint.verify.capture import CaptureMonitor
+    from cglint.verify.findings import frames
+    from cglint.verify.capture.monitor import CaptureMonitor
 
     model = build(args.layers, args.dim, "cpu", torch.float32, 64, 512)
     tokens = torch.zeros(max(BATCH_SIZES), dtype=torch.long)

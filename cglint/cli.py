@@ -93,7 +93,7 @@ def run() -> None:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "verify":
-        from cglint.verify.cli import main as verify_main
+        from cglint.verify.run.cli import main as verify_main
 
         return verify_main(argv[1:])
     parser = build_parser()

@@ -1,4 +1,4 @@
-"""A light capture's torch-call wrappers (cglint/verify/callpatches.py) find what the
+"""A light capture's torch-call wrappers (cglint/verify/capture/callpatches.py) find what the
 TorchFunctionMode finds in user code, and leave torch as they found it."""
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from cglint.rule import expected_markers
 
 torch = pytest.importorskip("torch")
 
-from cglint.verify.instrument import Instrumentation  # noqa: E402
-from cglint.verify.recorder import Recorder  # noqa: E402
+from cglint.verify.capture.instrument import Instrumentation  # noqa: E402
+from cglint.verify.findings.recorder import Recorder  # noqa: E402
 
 
 class Sampler(torch.nn.Module):
@@ -80,7 +80,7 @@ def test_another_threads_calls_are_not_the_captures():
 def test_a_call_the_classifier_cannot_read_still_runs(monkeypatch):
     # Arguments no rule expected (a new torch keyword, an odd index) must never break the
     # user's capture: the call runs as it would without the verifier.
-    from cglint.verify import classify
+    from cglint.verify.capture import classify
 
     def unreadable(*args, **kwargs):
         raise TypeError("an argument the classifier does not know")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cglint.cli import build_parser
-from cglint.verify import cli as verify_cli
+from cglint.verify.run import cli as verify_cli
 from cglint.tomlread import toml
 
 from .readme_examples import README, ROOT, examples, excerpt, run

@@ -17,7 +17,8 @@ from cglint.rule import expected_markers
 
 torch = pytest.importorskip("torch")
 
-from cglint.verify import cli, readplan  # noqa: E402
+from cglint.verify.guards import readplan  # noqa: E402
+from cglint.verify.run import cli  # noqa: E402
 
 from .samplers import AnnealedSampler  # noqa: E402
 
@@ -462,7 +463,7 @@ def _uses(fn) -> dict[str, str]:
 def test_the_bytecode_names_each_assignment_and_the_loops_around_a_point():
     # Replays find a capture's outputs by the assignment that bound them (`self.static_out`
     # in a runner, a local in a script), and the capture loop's variable is no replay guard.
-    from cglint.verify import bytecode
+    from cglint.verify.guards import bytecode
 
     def capture_all(self, graphs, sizes):
         for bs in sizes:
@@ -511,9 +512,10 @@ def test_a_divergence_names_the_guarded_value_that_explains_it():
     """The API's replay-against-eager comparison: the CG690 finding says which value the capture
     froze changed, with both values and the line that read it (a related location)."""
     from cglint.findings import Region
-    from cglint.verify import frames, gpu_backend
-    from cglint.verify.instrument import Instrumentation
-    from cglint.verify.recorder import Recorder
+    from cglint.verify import gpu_backend
+    from cglint.verify.findings import frames
+    from cglint.verify.capture.instrument import Instrumentation
+    from cglint.verify.findings.recorder import Recorder
     from cglint.verify.result import VerifyReport
 
     sampler = AnnealedSampler()
@@ -547,7 +549,7 @@ def test_a_divergence_with_no_changed_guard_points_at_the_suspects():
     """Without a changed guard the finding keeps pointing at the hazards the capture recorded."""
     from cglint.findings import Region
     from cglint.verify import gpu_backend
-    from cglint.verify.recorder import Recorder
+    from cglint.verify.findings.recorder import Recorder
     from cglint.verify.result import VerifyReport
 
     sampler = AnnealedSampler()

@@ -10,7 +10,7 @@ import pytest
 
 from cglint.catalogue import by_code, index
 from cglint.rule import RUNTIME
-from cglint.verify import rule_codes, rule_metadata, runtime_api
+from cglint.verify.findings import rule_codes, rule_metadata, runtime_api
 
 
 def reported_codes() -> set[str]:
@@ -38,7 +38,7 @@ def test_a_broken_catalogue_is_an_error_not_a_fallback_table():
             raise catalogue.RuleContractError("broken rule catalogue")
 
         catalogue.by_code = broken
-        from cglint.verify.rule_metadata import meta
+        from cglint.verify.findings.rule_metadata import meta
         try:
             print(meta("CG109"))
         except catalogue.RuleContractError as exc:

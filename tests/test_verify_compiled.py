@@ -1,4 +1,4 @@
-"""What torch says about compiled functions, as findings (cglint/verify/compiled.py), on the CPU:
+"""What torch says about compiled functions, as findings (cglint/verify/compiled/regions.py), on the CPU:
 torch's log messages (recorded from torch's own output) map to the compiled-mode rule whose claim
 they are, at the user's line; the kept-outputs check finds who holds an overwritten output; and
 `cglint verify` runs the compiled fixtures with Dynamo's eager backend."""
@@ -14,8 +14,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from cglint.verify import bytecode, compiled, kept_outputs  # noqa: E402
-from cglint.verify.recorder import Recorder  # noqa: E402
+from cglint.verify.compiled import regions, kept_outputs  # noqa: E402
+from cglint.verify.guards import bytecode  # noqa: E402
+from cglint.verify.findings.recorder import Recorder  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "compiled_mode"
 DECODE, TRAIN, SCORING = (str(FIXTURES / n) for n in ("decode.py", "train.py", "scoring.py"))
@@ -24,7 +25,7 @@ cpu_only = pytest.mark.skipif(torch.cuda.is_available(), reason="tests the CPU t
 
 def collector(gpu: bool = True):
     notes: list[str] = []
-    return compiled.Collector(Recorder(), gpu=gpu, note=notes.append), notes
+    return regions.CompileEventCollector(Recorder(), gpu=gpu, note=notes.append), notes
 
 
 def found(c) -> set[tuple[str, int]]:
@@ -296,7 +297,7 @@ def test_verify_on_the_cpu_reports_dynamos_graph_breaks_recompiles_and_shapes_of
     report = verify("decode.py")
     assert {(f["code"], f["line"]) for f in report["findings"]} == {("CG603", 17), ("CG203", 18), ("CG703", 27)}
     assert {f["path"] for f in report["findings"]} == {"decode.py"}
-    assert compiled.CPU_NOTE in report["notes"]
+    assert regions.CPU_NOTE in report["notes"]
     assert report["run"]["completed"]
     # print() on line 19 runs only when the logits hold a NaN: Dynamo never traced it, so no CG508
 
@@ -305,7 +306,7 @@ def test_verify_on_the_cpu_reports_dynamos_graph_breaks_recompiles_and_shapes_of
 def test_verify_on_the_cpu_finds_nothing_in_the_clean_decode_loop_and_says_what_it_could_not_see():
     report = verify("decode_clean.py")
     assert report["findings"] == []
-    assert compiled.CPU_NOTE in report["notes"]
+    assert regions.CPU_NOTE in report["notes"]
 
 
 class CachedOutput(torch.nn.Module):

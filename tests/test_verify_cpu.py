@@ -18,10 +18,12 @@ from cglint.rule import RUNTIME, expected_markers
 
 torch = pytest.importorskip("torch")
 
-from cglint.verify import cli, errors, frames, liveness  # noqa: E402
+from cglint.verify.findings import errors, frames  # noqa: E402
+from cglint.verify.guards import liveness  # noqa: E402
+from cglint.verify.run import cli  # noqa: E402
 from cglint.verify.api import verify  # noqa: E402
-from cglint.verify.instrument import Instrumentation  # noqa: E402
-from cglint.verify.recorder import Recorder  # noqa: E402
+from cglint.verify.capture.instrument import Instrumentation  # noqa: E402
+from cglint.verify.findings.recorder import Recorder  # noqa: E402
 
 HERE = os.path.relpath(__file__)
 # Scripts and pytest runs use the real torch.cuda on a machine with a GPU (tests/test_verify_gpu.py).
@@ -115,7 +117,7 @@ def test_host_work_and_host_rng_are_reported():
 
 
 def test_clean_function_has_no_findings_and_says_what_needs_a_gpu():
-    from cglint.verify.cpu_backend import NOT_CHECKED
+    from cglint.verify.cpu.backend import NOT_CHECKED
 
     report = verify(clean, (torch.randn(3, 4), torch.randn(4, 5)))
     assert report.findings == [] and report.ok
@@ -187,7 +189,7 @@ def test_capture_errors_are_translated_and_the_cascade_is_recognised():
 
 
 def test_a_capture_error_joins_the_observation_on_its_line():
-    from cglint.verify.capture import record_error
+    from cglint.verify.capture.monitor import record_error
 
     recorder = Recorder(phase="capture")
 
@@ -235,7 +237,7 @@ def test_runtime_rules_are_runtime_only_and_complete():
 
 
 def test_importing_the_plugin_and_the_package_does_not_import_torch():
-    code = ("import sys, cglint, cglint.verify, cglint.verify.pytest_plugin, cglint.verify.cli; "
+    code = ("import sys, cglint, cglint.verify, cglint.verify.pytest_plugin, cglint.verify.run.cli; "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
@@ -426,7 +428,7 @@ def test_plugin_keeps_the_findings_of_a_test_whose_process_dies(tmp_path, test, 
            "--cglint-verify-log", "verify.jsonl", f"test_dying.py::{test}"]
     out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode != 0 or test == "test_dies_by_os_exit", out.stdout + out.stderr
-    from cglint.verify import events
+    from cglint.verify.run import events
 
     logged = events.read(str(tmp_path / "verify.jsonl"))["test"]
     assert logged["test"] == f"test_dying.py::{test}"
@@ -481,7 +483,7 @@ def test_a_generator_registered_with_the_graph_is_not_a_finding(tmp_path, monkey
 
 
 def test_only_the_capturing_graphs_generators_are_exempt():
-    from cglint.verify.classify import classify_call
+    from cglint.verify.capture.classify import classify_call
 
     owned, stray = torch.Generator(), torch.Generator()
     draw = {"device": "cpu", "generator": owned}

@@ -12,7 +12,7 @@ import pytest
 from cglint.rule import expected_markers
 
 torch = pytest.importorskip("torch")
-from cglint.verify.cpu_backend import CpuBackend  # noqa: E402 - needs torch
+from cglint.verify.cpu.backend import CpuBackend  # noqa: E402 - needs torch
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="tests the CPU emulation of CUDA")
 
 TRAIN_STEP = '''
@@ -294,7 +294,7 @@ def test_replay_computes_the_outputs_a_loop_reads(tmp_path):
 
 
 def test_a_recorded_operator_that_cannot_run_again_says_why():
-    from cglint.verify.cpushims import _Recording
+    from cglint.verify.cpu.shims import _Recording
 
     x, bias = torch.zeros(3), torch.ones(3)
     with _Recording() as recording:

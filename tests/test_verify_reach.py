@@ -11,9 +11,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from cglint.verify import cli, events, reach  # noqa: E402
-from cglint.verify.instrument import Instrumentation  # noqa: E402
-from cglint.verify.recorder import Recorder  # noqa: E402
+from cglint.verify.run import cli, events, reach  # noqa: E402
+from cglint.verify.capture.instrument import Instrumentation  # noqa: E402
+from cglint.verify.findings.recorder import Recorder  # noqa: E402
 from cglint.findings import Region  # noqa: E402
 
 # A small package: a function in another module, a method reached through an attribute, an

@@ -20,7 +20,8 @@ from cglint.rule import expected_markers
 
 torch = pytest.importorskip("torch")
 
-from cglint.verify import cli, readplan  # noqa: E402
+from cglint.verify.guards import readplan  # noqa: E402
+from cglint.verify.run import cli  # noqa: E402
 
 CASES = Path(__file__).resolve().parent / "data" / "replay_divergence"
 
@@ -120,7 +121,7 @@ def test_the_bytecode_names_super_reads_calls_and_counters():
 def test_a_partial_is_guarded_by_what_it_froze():
     import functools
 
-    from cglint.verify.guards import frozen, same
+    from cglint.verify.guards.guardset import frozen, same
 
     def f(x, scale=1.0):
         return x * scale

@@ -28,7 +28,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from cglint.verify import cli, readplan, watchers, writers  # noqa: E402
+from cglint.verify.guards import readplan, watchers, writers  # noqa: E402
+from cglint.verify.run import cli  # noqa: E402
 
 CASES = Path(__file__).resolve().parent / "data" / "replay_writers"
 HAZARDS = sorted(p.name for p in CASES.iterdir() if p.is_dir() and not p.name.startswith(("clean_", "_")))

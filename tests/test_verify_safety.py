@@ -15,7 +15,7 @@ from cglint.rule import expected_markers
 
 torch = pytest.importorskip("torch")
 
-from cglint.verify import cli  # noqa: E402
+from cglint.verify.run import cli  # noqa: E402
 
 cpu_only = pytest.mark.skipif(torch.cuda.is_available(), reason="tests the CPU trace mode")
 

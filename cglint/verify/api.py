@@ -4,15 +4,16 @@ GPU mode: two instrumented eager passes on a side stream (the warmup) record haz
 the operator traces of two different inputs; then an instrumented capture, replays on
 fresh inputs copied into the static inputs, compared with eager execution, and timing.
 CPU mode (no CUDA, or CPU inputs): the two traced passes only; the report lists what
-needed a GPU. The backends live in gpu_backend and cpu_backend.
+needed a GPU. The backends live in gpu_backend and cpu/backend.
 """
 from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
 from cglint.findings import Region
-from cglint.verify import backend, frames
-from cglint.verify import rule_codes as rc
+from cglint.verify import backend
+from cglint.verify.findings import frames
+from cglint.verify.findings import rule_codes as rc
 from cglint.verify.result import VerifyReport
 
 
@@ -38,8 +39,8 @@ def verify(
     import torch
 
     from cglint.verify import inputs
-    from cglint.verify.recorder import Recorder
-    from cglint.verify.rule_metadata import message
+    from cglint.verify.findings.recorder import Recorder
+    from cglint.verify.findings.rule_metadata import message
 
     message(rc.CAPTURE_FAILED, "")  # the rule catalogue imports libcst: before any traced pass, not in one
 

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
 
 if TYPE_CHECKING:
-    from cglint.verify.recorder import Recorder
+    from cglint.verify.findings.recorder import Recorder
     from cglint.verify.result import VerifyReport
-    from cglint.verify.session import Session
+    from cglint.verify.run.session import Session
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,6 @@ def select(gpu: bool) -> Backend:
         from cglint.verify.gpu_backend import GpuBackend
 
         return GpuBackend()
-    from cglint.verify.cpu_backend import CpuBackend
+    from cglint.verify.cpu.backend import CpuBackend
 
     return CpuBackend()

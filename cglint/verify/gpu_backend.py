@@ -8,14 +8,18 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import torch
 
-from cglint.verify import compiled, errors, frames, guards, inputs, patches, watchers
-from cglint.verify import rule_codes as rc
-from cglint.verify.capture import CaptureMonitor, pool_bytes, reset_after_failure
+from cglint.verify import inputs
+from cglint.verify.capture import patches
+from cglint.verify.compiled import regions
+from cglint.verify.findings import errors, frames
+from cglint.verify.guards import guardset, watchers
+from cglint.verify.findings import rule_codes as rc
+from cglint.verify.capture.monitor import CaptureMonitor, pool_bytes, reset_after_failure
 from cglint.verify.compare import diverges
-from cglint.verify.recorder import Observation, Recorder
+from cglint.verify.findings.recorder import Observation, Recorder
 from cglint.verify.result import VerifyReport
-from cglint.verify.rule_metadata import message, meta
-from cglint.verify.session import Session
+from cglint.verify.findings.rule_metadata import message, meta
+from cglint.verify.run.session import Session
 from cglint.verify.trace_passes import second_pass, traced
 
 if TYPE_CHECKING:
@@ -39,10 +43,10 @@ class GpuBackend:
     def install(self, session: Session) -> None:
         patches.install(session)
         watchers.install()
-        compiled.install(session)
+        regions.install(session)
 
     def uninstall(self) -> None:
-        compiled.uninstall()
+        regions.uninstall()
         watchers.uninstall()
         patches.uninstall()
 
@@ -155,7 +159,7 @@ def _replay_against_eager(fn, sample, make_inputs, graph, static, static_out, re
     report.divergence = worst
     if worst:
         shown = ", ".join(f"{k} max |replay - eager| = {v:.3g}" for k, v in worst.items())
-        explained, related = guards.explanation(guarded.changed.values() if guarded is not None else ())
+        explained, related = guardset.explanation(guarded.changed.values() if guarded is not None else ())
         suspects = [o.finding() for o in recorder.observations.values()
                     if meta(o.code).category in _DIVERGENCE_SUSPECTS]
         hint = explained or ("; look at " + ", ".join(f"{f.code} {f.path}:{f.line}" for f in suspects[:3])

@@ -49,8 +49,9 @@ class _Guard:
         if self.session is None:
             import torch
 
-            from cglint.verify import backend, events
-            from cglint.verify import session as sessions
+            from cglint.verify import backend
+            from cglint.verify.run import events
+            from cglint.verify.run import session as sessions
 
             self.log = events.Writer(str(log_path)) if log_path else None
             self.session = sessions.begin(torch.cuda.is_available(), listener=self._publish if self.log else None)
@@ -64,7 +65,7 @@ class _Guard:
     def _publish(self, session: Any) -> None:
         if self.test is not None and self.log is not None:
             self.log.write("test", {"test": self.test[0], "findings": [f.to_json() for f in self._findings()],
-                                    "captures": session.captures()})
+                                    "captures": [c.to_json() for c in session.captures()]})
 
     @contextlib.contextmanager
     def running(self, nodeid: str, config: Any) -> Any:
@@ -96,7 +97,7 @@ class _Guard:
 
     def stop(self) -> None:
         if self.session is not None:
-            from cglint.verify import session as sessions
+            from cglint.verify.run import session as sessions
 
             self.backend.uninstall()
             sessions.end()

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Optional
 
-from cglint.verify import rule_codes as rc
-from cglint.verify.rule_metadata import message
-from cglint.verify.recorder import Recorder
-from cglint.verify.torchmodes import OpRecord
+from cglint.verify.findings import rule_codes as rc
+from cglint.verify.findings.rule_metadata import message
+from cglint.verify.findings.recorder import Recorder
+from cglint.verify.capture.torchmodes import OpRecord
 
 
 def _at(trace: list[OpRecord], i: int) -> Optional[OpRecord]:
@@ -41,7 +41,7 @@ def compare(first: list[OpRecord], second: list[OpRecord], recorder: Recorder) -
 
 
 def _record(recorder: Recorder, code: str, what: str, op: OpRecord) -> None:
-    from cglint.verify.frames import Where
+    from cglint.verify.findings.frames import Where
 
     if op.code is None:
         return

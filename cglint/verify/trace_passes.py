@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from cglint.verify import inputs, trace_diff
-from cglint.verify.instrument import Instrumentation
-from cglint.verify.recorder import Recorder
+from cglint.verify.capture.instrument import Instrumentation
+from cglint.verify.findings.recorder import Recorder
 from cglint.verify.result import VerifyReport
 
 
