@@ -301,14 +301,10 @@ def _engine_findings(texts, configured, scanned, roots, checked, config, selecti
     entry = [p for p in texts if p in chosen]  # in the files' order, as discovery depends on it
     modules = [m for m in (project.module_for_path(p, texts[p], trees.pop(p, None)) for p in entry) if m is not None]
     engine.discover_modules(modules)
-    helpers = _distinctive(engine.helper_names() - helper_names, texts.values())
+    helpers, mentioning = _distinctive(engine.helper_names() - helper_names, texts)
     if helpers:
         entered = set(entry)
-        modules += [
-            m for p, text in texts.items()
-            if p not in entered and names_word(text, helpers)
-            and (m := project.module_for_path(p, text)) is not None
-        ]
+        modules += [m for p in mentioning if p not in entered and (m := project.module_for_path(p, texts[p])) is not None]
         engine.discover_modules(modules, helpers)
     hits = engine.run()
     if KEEP_TREES:
@@ -328,14 +324,19 @@ def _engine_findings(texts, configured, scanned, roots, checked, config, selecti
 _SCAN_LIMIT = 64
 
 
-def _distinctive(names: set[str], texts: Iterable[str]) -> set[str]:
-    """The names at most _SCAN_LIMIT of the files mention as a word."""
+def _distinctive(names: set[str], texts: dict) -> tuple[set[str], list]:
+    """The names at most _SCAN_LIMIT of the files mention as a word, and the files (in the
+    order of `texts`) that mention one of them: one search of each text per name."""
     counts = dict.fromkeys(names, 0)
-    for text in texts:
-        for name in [n for n, count in counts.items() if count <= _SCAN_LIMIT]:
-            if names_word(text, (name,)):
-                counts[name] += 1
-    return {name for name, count in counts.items() if count <= _SCAN_LIMIT}
+    mentions: dict = {}
+    for path, text in texts.items():
+        found = {name for name, count in counts.items() if count <= _SCAN_LIMIT and names_word(text, (name,))}
+        for name in found:
+            counts[name] += 1
+        if found:
+            mentions[path] = found
+    kept = {name for name, count in counts.items() if count <= _SCAN_LIMIT}
+    return kept, [path for path, found in mentions.items() if not found.isdisjoint(kept)]
 
 
 def _coverage(graph: list[tuple]) -> Coverage:

@@ -226,7 +226,8 @@ def test_names_most_files_mention_are_left_out_of_the_second_scan():
     # caller doubled the run; a name a few files mention (`capture_or_run`) is still scanned for.
     from cglint.check import _SCAN_LIMIT, _distinctive
 
-    texts = [f"def f{i}():\n    return replay(x)\n" for i in range(_SCAN_LIMIT + 1)]
-    texts += ["runner.capture_or_run(batch)\n", "x = replayed + 1\n"]
-    assert _distinctive({"replay", "capture_or_run"}, texts) == {"capture_or_run"}
-    assert _distinctive({"replay"}, texts[:_SCAN_LIMIT]) == {"replay"}
+    texts = {f"f{i}.py": f"def f{i}():\n    return replay(x)\n" for i in range(_SCAN_LIMIT + 1)}
+    texts |= {"runner.py": "runner.capture_or_run(batch)\n", "other.py": "x = replayed + 1\n"}
+    assert _distinctive({"replay", "capture_or_run"}, texts) == ({"capture_or_run"}, ["runner.py"])
+    few = dict(list(texts.items())[:_SCAN_LIMIT])
+    assert _distinctive({"replay"}, few) == ({"replay"}, list(few))

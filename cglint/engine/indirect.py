@@ -16,7 +16,7 @@ import libcst as cst
 from cglint.engine.definitions import ClassInfo, FunctionInfo, self_attr
 from cglint.engine.project import Project
 from cglint.engine.syntax import descendants
-from cglint.engine.values import Kind, Value, evaluate, returned_closures, returns_of
+from cglint.engine.values import Kind, Value, evaluate, loop_element, returned_closures, returns_of
 
 # The tag of the function a decorator's closure holds: calling it runs the function itself.
 UNDECORATED = "undecorated"
@@ -118,25 +118,22 @@ def _find_hooks(project: Project, parameters: Optional[Parameters]) -> tuple[lis
                 elif isinstance(receiver, cst.Name):  # `self`, or a module a script or function holds
                     value = evaluate(receiver, scope)
                     if not value.targets:  # `for layer in model.layers: layer.register_forward_hook(...)`
-                        value = _loop_element(function.node, receiver.value, scope)
+                        value = _loop_variable(function.node, receiver.value, scope)
                     owners = [t for t in value.targets if isinstance(t, ClassInfo)]
                     found.extend((owner, hook) for owner in owners for hook in hooks)
     return found, list(on_attributes.items())
 
 
 def _loops_over_parameter(function: FunctionInfo) -> bool:
-    """`for layer in model.layers:` (or `enumerate(model.layers)`) over an attribute of a parameter."""
+    """A loop over something a parameter holds: `for layer in model.layers:`, `enumerate(model.layers)`."""
     if not isinstance(function.node, cst.FunctionDef):
         return False
     params = {p.name.value for p in function.params}
-    for node in descendants(function.node):
-        if isinstance(node, cst.For):
-            iterable = node.iter
-            if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "enumerate" and iterable.args:
-                iterable = iterable.args[0].value
-            if isinstance(iterable, cst.Attribute) and isinstance(iterable.value, cst.Name) and iterable.value.value in params:
-                return True
-    return False
+    return any(
+        isinstance(name, cst.Name) and name.value in params
+        for node in descendants(function.node) if isinstance(node, cst.For)
+        for name in [node.iter, *descendants(node.iter)]
+    )
 
 
 def _hook_functions(expr: cst.BaseExpression, scope, project: Project) -> list[FunctionInfo]:
@@ -150,22 +147,19 @@ def _hook_functions(expr: cst.BaseExpression, scope, project: Project) -> list[F
     return [t for f in factories for t in returned_closures(f, project).targets if isinstance(t, FunctionInfo)]
 
 
-def _loop_element(function: cst.CSTNode, name: str, scope) -> Value:
-    """The modules a loop variable `name` of `function` runs over: `for layer in model.layers`,
-    `for i, layer in enumerate(model.layers)`, `for m in model.modules()` (the model's own)."""
+def _loop_variable(function: cst.CSTNode, name: str, scope) -> Value:
+    """What the loop variable `name` of `function` holds (values.loop_element): a layer of
+    `for layer in model.layers`, or of `for i, layer in enumerate(model.layers)`."""
     for node in descendants(function):
         if not isinstance(node, cst.For):
             continue
-        iterable: cst.BaseExpression = node.iter
-        target: cst.BaseExpression = node.target
-        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "enumerate" and iterable.args:
-            iterable = iterable.args[0].value
-            target = target.elements[1].value if isinstance(target, cst.Tuple) and len(target.elements) == 2 else target
-        if not (isinstance(target, cst.Name) and target.value == name):
-            continue
-        value = evaluate(iterable, scope)
-        if value.kind == Kind.OBJECT and value.tag == "module_container":
-            return Value(Kind.OBJECT, targets=value.targets)
+        element = loop_element(node.iter, scope)
+        if isinstance(node.target, cst.Name) and node.target.value == name:
+            return element
+        if isinstance(node.target, cst.Tuple):
+            for index, part in enumerate(node.target.elements):
+                if isinstance(part.value, cst.Name) and part.value.value == name and index < len(element.items):
+                    return element.items[index]
     return Value(Kind.UNKNOWN)
 
 

@@ -295,6 +295,28 @@ def instance_of(qualified: Optional[str], scope: "Scope") -> Optional[Value]:
     return Value(Kind.OBJECT)
 
 
+def loop_element(iterable: cst.BaseExpression, scope: "Scope") -> Value:
+    """The value of the loop variable of `for x in iterable`: an element of a module list, of a
+    tuple of known items, a tensor's row; `enumerate` gives (index, element), `zip` a tuple."""
+    if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name):
+        name = iterable.func.value
+        if name == "range":
+            return HOST
+        if name in ("enumerate", "reversed", "sorted") and positional(iterable):
+            inner = loop_element(positional(iterable)[0], scope)
+            return inner if name != "enumerate" else Value(Kind.OBJECT, items=(HOST, inner))
+        if name == "zip":  # `for layer, cache in zip(self.layers, caches)`
+            return Value(Kind.OBJECT, items=tuple(loop_element(arg, scope) for arg in positional(iterable)))
+    value = evaluate(iterable, scope)
+    if value.kind == Kind.OBJECT and value.tag == "module_container":
+        return Value(Kind.OBJECT, targets=value.targets)
+    if value.is_tensor:
+        return Value(value.kind)
+    if value.items and not isinstance(iterable, cst.Dict):  # a list or tuple of known items: any of them
+        return entry(value, None, scope) or UNKNOWN
+    return UNKNOWN
+
+
 def class_instance(cls: ClassInfo, scope: "Scope") -> Value:
     """An object declared (annotated, or tested with isinstance) to be a `cls`: one of the
     class or of any project subclass, whose overrides a method call may run
@@ -419,7 +441,7 @@ def _predicate(call: cst.Call, scope: "Scope") -> Optional[bool]:
         return None
     function = callee.targets[0]
     node = function.node if isinstance(function, FunctionInfo) else None
-    if not isinstance(node, cst.FunctionDef) or sum(1 for _ in _statements(node)) > _PREDICATE_STATEMENTS:
+    if not isinstance(node, cst.FunctionDef) or not scope.project.cached(("short", function.key), lambda: _is_short(node), False):
         return None
     bound = function.is_method and isinstance(call.func, cst.Attribute)
     inner = scope.entered(function, {name: evaluate(expr, scope) for name, expr in function.arguments(call, bound)})
@@ -433,8 +455,9 @@ def _predicate(call: cst.Call, scope: "Scope") -> Optional[bool]:
     return outcomes.pop() if len(outcomes) == 1 else None
 
 
-def _statements(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    return (n for n in descendants(node) if isinstance(n, (cst.SimpleStatementLine, cst.BaseCompoundStatement)))
+def _is_short(node: cst.FunctionDef) -> bool:
+    statements = (n for n in descendants(node) if isinstance(n, (cst.SimpleStatementLine, cst.BaseCompoundStatement)))
+    return sum(1 for _ in statements) <= _PREDICATE_STATEMENTS
 
 
 def _falls_through(block: cst.BaseSuite, scope: "Scope", outcomes: set) -> bool:

@@ -30,7 +30,7 @@ from cglint.engine.phases import ends_with, fills_searched_cache, first_call_onl
 from cglint.engine.syntax import (SCOPES, assigned_names, call_method, callee_name, children, code_of, descendants, dotted_name, named_attribute_write,
                                   positional)
 from cglint.engine.unfollowed import why_unfollowed
-from cglint.engine.values import HOST, UNKNOWN, Kind, Value, entry, evaluate, narrowed, truth
+from cglint.engine.values import HOST, UNKNOWN, Kind, Value, evaluate, loop_element, narrowed, truth
 
 if TYPE_CHECKING:
     from cglint.engine.checker import Engine, Job
@@ -352,23 +352,7 @@ class Walker:
 
     def element_of(self, iterable: cst.BaseExpression) -> Value:
         """The value of the loop variable of `for x in iterable`."""
-        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name):
-            name = iterable.func.value
-            if name == "range":
-                return HOST
-            if name in ("enumerate", "reversed", "sorted") and positional(iterable):
-                inner = self.element_of(positional(iterable)[0])
-                return inner if name != "enumerate" else Value(Kind.OBJECT, items=(HOST, inner))
-            if name == "zip":  # `for layer, cache in zip(self.layers, caches)`
-                return Value(Kind.OBJECT, items=tuple(self.element_of(arg) for arg in positional(iterable)))
-        value = evaluate(iterable, self.scope)
-        if value.kind == Kind.OBJECT and value.tag == "module_container":
-            return Value(Kind.OBJECT, targets=value.targets)
-        if value.is_tensor:
-            return Value(value.kind)
-        if value.items and not isinstance(iterable, cst.Dict):  # a list or tuple of known items: any of them
-            return entry(value, None, self.scope) or UNKNOWN
-        return UNKNOWN
+        return loop_element(iterable, self.scope)
 
     def nested_def(self, node: cst.FunctionDef) -> None:
         for decorator in node.decorators:
