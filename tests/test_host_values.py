@@ -281,3 +281,30 @@ def test_an_isinstance_test_for_a_host_type_is_false_for_a_known_tensor():
         out = checkpoint(block, x, y, x, y)
     """
     assert found(source) == {("CG101", 18)}
+
+
+def test_a_flag_the_captured_forward_flips_still_freezes_its_branch():
+    # `self.use_bias = not self.use_bias` in the forward alternates eagerly; replays repeat the
+    # captured path. No counter for CG505 to report: the branch is where it shows.
+    source = """
+    import torch
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.use_bias = True
+
+        def forward(self, x):
+            if self.use_bias:
+                x = x + 1
+            self.use_bias = not self.use_bias
+            return x
+
+    model = Model()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = model(static_x)
+    for _ in range(4):
+        g.replay()
+    """
+    assert found(source, select=["control-flow"]) == {("CG202", 9)}

@@ -221,8 +221,11 @@ class Engine:
         """Whether every change a hit blames is made by captured code (a forward that updates
         its own attribute, run again eagerly between replays; a sibling graph's loop body):
         such a write is CG505's concern, at the write, not a change made between replays."""
-        changers = [value.by for value in hit.details.values() if isinstance(value, Change)]
-        if not changers or any(function is None for function in changers):
+        changes = [value for value in hit.details.values() if isinstance(value, Change)]
+        if not changes or any(change.flips for change in changes):
+            return False  # a flag captured code flips: no counter for CG505, the branch is the finding
+        changers = [change.by for change in changes]
+        if any(function is None for function in changers):
             return False
         if self._captured_keys is None:
             self._captured_keys = {key for capture in self._captures.values() for key in self.reach_graph.reach(capture)[0]}

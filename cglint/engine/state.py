@@ -104,6 +104,12 @@ class Change(str):
         return change
 
     @property
+    def flips(self) -> bool:
+        """Whether a write it names flips a flag (`self.use_bias = not self.use_bias`, `= False`):
+        in captured code that is no counter CG505 reports, so the branch reading it must say so."""
+        return any(isinstance(site.node, cst.Assign) and _is_toggle(site.node.value) for site in self.sites)
+
+    @property
     def runs(self) -> bool:
         if callable(self._runs):
             self._runs = bool(self._runs())
