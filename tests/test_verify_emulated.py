@@ -305,3 +305,38 @@ def test_a_recorded_operator_that_cannot_run_again_says_why():
     assert recording.replay() is None and y.tolist() == [2.0, 2.0, 2.0] and empty.tolist() == [7.0, 7.0, 7.0]
     x.resize_(5)
     assert recording.replay().startswith("aten.add failed when run again (RuntimeError: The size of tensor a (5)")
+
+
+# A serving engine's capture loop keeps each graph's output on `self` and reads it back in the
+# same block: that tensor is the graph's own work, and the next capture rebinding the attribute
+# is no static input rebound. The input the graphs read from `self.inputs` is, when rebound.
+OWN_OUTPUT_ON_SELF = '''
+import torch
+
+class Runner:
+    def __init__(self, model):
+        self.model = model
+        self.inputs = type("Inputs", (), {})()
+        self.inputs.x = torch.zeros(8, 16, device="cuda")
+        self.graphs = {}
+
+    def capture_all(self):
+        for bs in (8, 4):
+            self.graphs[bs] = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graphs[bs]):
+                self.out = self.model(self.inputs.x[:bs])
+                logits = self.out.float()
+
+runner = Runner(torch.nn.Linear(16, 16).to("cuda"))
+runner.capture_all()
+runner.graphs[8].replay()
+runner.inputs.x = torch.ones(8, 16, device="cuda")  # expect: CG401
+runner.graphs[8].replay()
+'''
+
+
+def test_an_output_the_capture_stores_on_self_is_not_a_static_input(tmp_path):
+    text = textwrap.dedent(OWN_OUTPUT_ON_SELF)
+    done, report = verify(tmp_path, text)
+    assert report["mode"] == "cpu" and report["run"]["completed"], done.stderr
+    assert {(f["code"], f["line"]) for f in report["findings"]} == expected_markers(text)

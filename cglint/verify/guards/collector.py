@@ -68,6 +68,7 @@ class GuardReadCollector:
         self._site_key = (region.path, region.line) if region else None
         # Counters: (root identity, steps) -> (site, value before the line ran, fetch, where, trace, root id).
         self._counted: dict[tuple, tuple] = {}
+        self._stored: set[tuple] = set()  # (root identity, steps) of chains captured code stored to
         self._born: set[int] = set()  # objects whose __init__ ran in the capture: their counters start there
 
     def start(self) -> "GuardReadCollector":
@@ -112,6 +113,7 @@ class GuardReadCollector:
             self._leave(frame, library=False)
         self._lines.clear()
         self._report_counters()
+        self._stored.clear()
         self._running = []
         self._stack = (None, ())
         self.guards.freeze()
@@ -178,6 +180,9 @@ class GuardReadCollector:
             counters = readplan.counter_lines(code).get(line)
             if counters:
                 self._count(frame, counters)
+            stores = readplan.store_lines(code).get(line)
+            if stores:
+                self._store(frame, stores)
             indexed = readplan.var_lines(code).get(line)
             if indexed:
                 self._indexed(frame, indexed)
@@ -231,6 +236,9 @@ class GuardReadCollector:
                 counters = readplan.counter_lines(frame.f_code).get(frame.f_lineno)
                 if counters:
                     self._count(frame, counters)
+                stores = readplan.store_lines(frame.f_code).get(frame.f_lineno)
+                if stores:
+                    self._store(frame, stores)
                 indexed = readplan.var_lines(frame.f_code).get(frame.f_lineno)
                 if indexed:
                     self._indexed(frame, indexed)
@@ -436,8 +444,9 @@ class GuardReadCollector:
         """A tensor read from a dict, a list or a plain object (`inputs["x"]`, `batch.x`): rebinding it
         between replays leaves the graph reading the captured one."""
         steps = site.steps[:index]
-        if steps[-1][0] not in ("attr", "item") or self.guards.seen(("slot", identity, steps)):
-            return
+        if steps[-1][0] not in ("attr", "item") or (identity, steps) in self._stored \
+                or self.guards.seen(("slot", identity, steps)):
+            return  # a chain the capture stored itself holds its own work (`self.out = model(x)`)
         try:
             data_ptr = tensor.data_ptr()
         except Exception:  # noqa: BLE001 - a tensor without storage
@@ -464,6 +473,17 @@ class GuardReadCollector:
                         _keyed.clear()
                     concrete = _keyed[(site, key)] = dataclasses.replace(site, steps=site.steps[:-1] + (("item", key),))
                 self._guard(frame, local, concrete, frame)
+        except Exception:  # noqa: BLE001 - never worth breaking the user's capture
+            return
+
+    def _store(self, frame: FrameType, stores: tuple[readplan.ReadSite, ...]) -> None:
+        """Before a line that stores to chains runs: they hold what the capture made from here on."""
+        try:
+            local = frame.f_locals
+            for site in stores:
+                rooted = _root(frame, local, site)
+                if rooted is not None:
+                    self._stored.add((rooted[1], site.steps))
         except Exception:  # noqa: BLE001 - never worth breaking the user's capture
             return
 

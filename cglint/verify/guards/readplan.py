@@ -89,7 +89,8 @@ def plan(code: CodeType) -> tuple[ReadSite, ...]:
 @functools.cache
 def lines(code: CodeType) -> frozenset[int]:
     """The lines of `code` that hold a read."""
-    return frozenset(site.line for site in plan(code)) | frozenset(counter_lines(code)) | frozenset(var_lines(code))
+    return (frozenset(site.line for site in plan(code)) | frozenset(counter_lines(code)) | frozenset(var_lines(code))
+            | frozenset(store_lines(code)))
 
 
 @functools.cache
@@ -119,6 +120,16 @@ def counter_lines(code: CodeType) -> dict[int, tuple[ReadSite, ...]]:
     """The counters of `code` by line (what a line event evaluates before the line runs)."""
     found: dict[int, tuple[ReadSite, ...]] = {}
     for site in counters(code):
+        found[site.line] = found.get(site.line, ()) + (site,)
+    return found
+
+
+@functools.cache
+def store_lines(code: CodeType) -> dict[int, tuple[ReadSite, ...]]:
+    """The chains `code` stores to (`self.static_out = ...`, `outputs["x"] = ...`), by line: a tensor
+    a capture reads back from a chain it stored itself is its own work, not an input it was given."""
+    found: dict[int, tuple[ReadSite, ...]] = {}
+    for site in _scanned(_scan_stores, code):
         found[site.line] = found.get(site.line, ()) + (site,)
     return found
 
@@ -383,6 +394,29 @@ def _scan_counters(code: CodeType):
                 target = _chain_before(insts, k, code)
                 if target is not None:
                     site = reads.get((line, f"{target}.{ins.argval}"))
+            if site is not None:
+                yield site
+
+
+def _scan_stores(code: CodeType):
+    """`CHAIN.a = ...` (chain, STORE_ATTR a) and `CHAIN[k] = ...` with a constant k (chain, LOAD_CONST k,
+    STORE_SUBSCR); CHAIN is a root and plain attributes."""
+    insts = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
+    for k, ins in enumerate(insts):
+        if ins.opname == "STORE_ATTR":
+            end, step = k, ("attr", ins.argval)
+        elif ins.opname == "STORE_SUBSCR" and k > 1 and insts[k - 1].opname == "LOAD_CONST" \
+                and isinstance(insts[k - 1].argval, (str, int)):
+            end, step = k - 1, ("item", insts[k - 1].argval)
+        else:
+            continue
+        names, j = [], end - 1
+        while j >= 0 and _attr(insts[j]) is not None:
+            names.append(("attr", insts[j].argval))
+            j -= 1
+        root = _root(insts[j], code) if j >= 0 else None
+        if root is not None and root[0] != "name":
+            site = _site(root, tuple(reversed(names)) + (step,), VALUE, insts[j], ins)
             if site is not None:
                 yield site
 
