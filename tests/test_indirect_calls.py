@@ -560,3 +560,95 @@ def test_callbacks_a_trainer_copies_from_its_constructor_run_by_name(tmp_path):
     }
     found = findings(tmp_path, files, select=("sync",))
     assert {(path, code, line) for path, code, line in by_file(found, tmp_path)} == {("callbacks.py", "CG104", 12)}
+
+
+def test_a_capture_through_the_device_module_a_base_runner_keeps(tmp_path):
+    # SGLang's graph backends capture with `self._device_module.graph`, taken from a runner whose
+    # base class set `torch.get_device_module(device)` in another module; the backend picks the
+    # memory saver's context instead when one is on.
+    files = {
+        "runner_base.py": """
+            import torch
+
+            class BaseRunner:
+                def __init__(self, model, device="cuda"):
+                    self.model = model
+                    self.device_module = torch.get_device_module(device)
+        """,
+        "graph_runner.py": """
+            from runner_base import BaseRunner
+
+            class GraphRunner(BaseRunner):
+                def run_once(self, x):
+                    return self.model(x)
+        """,
+        "backend.py": """
+            from functools import partial
+            from typing import TYPE_CHECKING, Any, Callable
+            import torch
+
+            if TYPE_CHECKING:
+                from graph_runner import GraphRunner
+
+            def logits_of(x):
+                print("captured logits", x.sum().item())
+                return x
+
+            def twin(x):
+                return x
+
+            class FullGraphBackend:
+                def __init__(self, runner: "GraphRunner", saver: Any = None):
+                    self._device_module = runner.device_module
+                    self._saver = saver
+
+                def capture_one(self, forward_fn: Callable, x):
+                    graph = torch.cuda.CUDAGraph()
+                    graph_ctx: Callable
+                    if self._saver is not None and self._saver.enabled:
+                        graph_ctx = partial(self._saver.cuda_graph, tag="graph")
+                    else:
+                        graph_ctx = self._device_module.graph
+                    with graph_ctx(cuda_graph=graph):
+                        out = forward_fn(x)
+                    twin(out)
+                    return graph, out
+
+            def capture_all(backend: FullGraphBackend, x):
+                return backend.capture_one(logits_of, x)
+        """,
+    }
+    found = findings(tmp_path, files, select=("sync",))
+    assert by_file(found, tmp_path) == {("backend.py", "CG101", 9)}
+
+
+def test_a_counter_set_from_a_number_a_method_returns_stops_on_replay(tmp_path):
+    # diffusers' schedulers: `_step_index` starts from `index_for_timestep(t)` (an `.item()`) and
+    # is advanced in the captured step; a tensor a helper returns is advanced in place instead.
+    model = """
+        import torch
+        from torch import nn
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.sigmas = torch.linspace(1, 0, 10, device="cuda")
+                self._step_index = None
+                self._offsets = None
+
+            def index_for(self, t):
+                return int(t)
+
+            def offsets_for(self, t):
+                return torch.zeros(1, device="cuda")
+
+            def start(self, t):
+                self._step_index = self.index_for(t)
+                self._offsets = self.offsets_for(t)
+
+            def forward(self, x):
+                self._step_index += 1
+                self._offsets += 1
+                return x * self.sigmas[0]
+    """
+    assert located(tmp_path, model, select=("host-effect",)) == {("model.py", "CG505", 22)}

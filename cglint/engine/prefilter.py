@@ -24,6 +24,7 @@ CAPTURE_TOKENS = frozenset(
         "capture_begin",
         "torch.cuda as",
         "replay(",
+        "get_device_module",  # `torch.get_device_module(device).graph(...)`: torch.cuda.graph on CUDA
         *(f"{quote}{word}{quote}" for word in _COMPILE_STRINGS for quote in "\"'"),
     }
 )
@@ -35,7 +36,7 @@ CAPTURE_TOKENS = frozenset(
 _WHOLE_WORDS = {"CUDAGraph": re.compile(r"\bCUDAGraph\b")}
 
 # One of these is in every token: most files hold none, and are done with after a few scans.
-_ANCHORS = ("uda", "UDA", "replay(", "capture_begin", "make_graphed_callables", "reduce-overhead", "max-autotune")
+_ANCHORS = ("uda", "UDA", "replay(", "get_device_module", "capture_begin", "make_graphed_callables", "reduce-overhead", "max-autotune")
 
 
 def can_capture(text: str) -> bool:
@@ -56,7 +57,8 @@ def can_capture(text: str) -> bool:
 # for words in their docstrings, comments and string tables (torch's docs, its tracing
 # rules, configuration modules) hold none and are not parsed up front.
 _CODE_NAMES = frozenset(
-    {"graph", "graphs", "CUDAGraph", "make_graphed_callables", "capture_begin", "capture_end", "replay", "compile", "optimize", "contextmanager"}
+    {"graph", "graphs", "CUDAGraph", "make_graphed_callables", "capture_begin", "capture_end", "replay", "compile", "optimize", "contextmanager",
+     "get_device_module"}
 )
 
 

@@ -118,6 +118,11 @@ def join(a: Value, b: Value) -> Value:
                      origin=origin, on_instance=a.on_instance and b.on_instance)
     if a.is_tensor and b.is_tensor:
         return TENSOR
+    # `graph_ctx = partial(adapter.cuda_graph, ...) if saver else self.device_module.graph`: what
+    # one branch is known to hold is what a call of it may run (call edges are a may-analysis).
+    for known, other in ((a, b), (b, a)):
+        if other.kind == Kind.UNKNOWN and known.kind == Kind.OBJECT and (known.targets or known.qualname):
+            return known
     return UNKNOWN
 
 
@@ -810,7 +815,34 @@ def returned_value(function: FunctionInfo, scope: "Scope") -> Value:
     if closures is not UNKNOWN:
         return closures
     value = returned_torch_value(function, scope)
+    if value is UNKNOWN:
+        value = returned_host_number(function, scope)
     return value if value is not UNKNOWN else returned_objects(function, scope)
+
+
+def returned_host_number(function: FunctionInfo, scope: "Scope") -> Value:
+    """A Python number a project function returns (`return indices[0].item()`, `return
+    int(n)`, `return 0`): a counter set from it is host state that captured code freezes. Told
+    from the `ast` outline first: only functions whose every return is such a call or constant."""
+    if function.outline is None or not _may_return_numbers(function):
+        return UNKNOWN
+    value = scope.returned(function)
+    return Value(Kind.HOST, data=value.data) if value.kind == Kind.HOST else UNKNOWN
+
+
+_NUMBER_CALLS = frozenset({"item", "tolist", "int", "float", "len", "round"})
+
+
+def _may_return_numbers(function: FunctionInfo) -> bool:
+    def number_like(value) -> bool:
+        if isinstance(value, ast.Constant):
+            return isinstance(value.value, (int, float)) and not isinstance(value.value, bool)
+        func = value.func if isinstance(value, ast.Call) else None
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+        return name in _NUMBER_CALLS
+
+    returns = returns_of(function.outline.node)  # type: ignore[union-attr]
+    return bool(returns) and all(value is not None and number_like(value) for value in returns)
 
 
 def _call_qualified(call: cst.Call, qualified: str, scope: "Scope") -> Value:
@@ -824,6 +856,8 @@ def _call_qualified(call: cst.Call, qualified: str, scope: "Scope") -> Value:
             wrapped = evaluate(positional(call)[0], scope)
             targets = wrapped.targets if wrapped.kind == Kind.OBJECT and not wrapped.is_class else ()
         return Value(Kind.OBJECT, tag=tag, targets=targets, origin=Origin(call, qualified, scope.function))
+    if qualified in t.values.device_modules:
+        return Value(Kind.OBJECT, qualname="torch.cuda")
     if qualified in t.values.partials and positional(call):
         # `partial(decode_step, model, scores=scores)` is called like decode_step, with these first.
         wrapped = evaluate(positional(call)[0], scope)
@@ -972,8 +1006,9 @@ def _call_method(call: cst.Call, receiver: Value, name: str, scope: "Scope") -> 
                 if member.tag in ("module", "module_container") or any(isinstance(t, ClassInfo) for t in member.targets):
                     return TENSOR
             methods = [t for t in member.targets if isinstance(t, FunctionInfo)]
-            if len(methods) == 1:  # `norm = self._grad_norm()`
-                return returned_torch_value(methods[0], scope)
+            if len(methods) == 1:  # `norm = self._grad_norm()`, `index = self.index_for_timestep(t)`
+                value = returned_torch_value(methods[0], scope)
+                return value if value is not UNKNOWN else returned_host_number(methods[0], scope)
         if receiver.tag == "numpy_rng":
             return Value(Kind.NUMPY, random=True)
         if receiver.tag == "python_rng":

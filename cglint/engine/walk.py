@@ -399,6 +399,10 @@ class Walker:
                 helper = self.engine.helper(function)
                 if helper.context:
                     return CaptureKind.HELPER, helper.name
+            if self.engine.project.only_capturing and evaluate(expr.func, self.scope).kind == Kind.UNKNOWN:
+                # `with graph_ctx(cuda_graph=g):` where graph_ctx is `self.device_module.graph`, set
+                # in a base class whose module holds no capture form: known once every module is.
+                self.engine.defer(self.function, self.initial_env)
         return None
 
     # --- regions -----------------------------------------------------------
