@@ -118,10 +118,11 @@ def join(a: Value, b: Value) -> Value:
                      origin=origin, on_instance=a.on_instance and b.on_instance)
     if a.is_tensor and b.is_tensor:
         return TENSOR
-    # `graph_ctx = partial(adapter.cuda_graph, ...) if saver else self.device_module.graph`: what
-    # one branch is known to hold is what a call of it may run (call edges are a may-analysis).
+    # `graph_ctx = partial(adapter.cuda_graph, ...) if saver else self.device_module.graph`: a
+    # capture form on one branch captures there. Only capture forms: other callables joined with
+    # an unknown led into code of other platforms and configurations (DeepSpeed's oneCCL backend).
     for known, other in ((a, b), (b, a)):
-        if other.kind == Kind.UNKNOWN and known.kind == Kind.OBJECT and (known.targets or known.qualname):
+        if other.kind == Kind.UNKNOWN and known.qualname in tables().capture.graph_context:
             return known
     return UNKNOWN
 
