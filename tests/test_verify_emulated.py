@@ -340,3 +340,41 @@ def test_an_output_the_capture_stores_on_self_is_not_a_static_input(tmp_path):
     done, report = verify(tmp_path, text)
     assert report["mode"] == "cpu" and report["run"]["completed"], done.stderr
     assert {(f["code"], f["line"]) for f in report["findings"]} == expected_markers(text)
+
+
+# A knowledge-distillation loss keeps its temperature on the class, and a callback anneals it
+# through the class between replays: no instance __setattr__ runs, so the read is polled.
+CLASS_ATTRIBUTE_ANNEALED = '''
+import torch
+
+class DistillLoss(torch.nn.Module):
+    temperature = 4.0
+    alpha = 0.5
+
+    def forward(self, student, teacher):
+        t = self.temperature  # expect: CG601
+        return self.alpha * torch.nn.functional.mse_loss(student / t, teacher / t)
+
+class Anneal:
+    def on_batch_start(self, step):
+        DistillLoss.temperature = max(1.0, 4.0 * 0.5 ** step)
+
+loss_fn = DistillLoss()
+callbacks = [Anneal()]
+student = torch.randn(4, 8, device="cuda")
+teacher = torch.randn(4, 8, device="cuda")
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    loss = loss_fn(student, teacher)
+for step in range(3):
+    for cb in callbacks:
+        cb.on_batch_start(step)
+    g.replay()
+'''
+
+
+def test_a_class_attribute_changed_through_the_class_is_seen_before_replay(tmp_path):
+    text = textwrap.dedent(CLASS_ATTRIBUTE_ANNEALED)
+    done, report = verify(tmp_path, text)
+    assert report["mode"] == "cpu" and report["run"]["completed"], done.stderr
+    assert {(f["code"], f["line"]) for f in report["findings"]} == expected_markers(text)

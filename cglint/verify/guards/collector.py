@@ -387,7 +387,10 @@ class GuardReadCollector:
             holder = value
             if step == "attr":
                 if isinstance(value, torch.nn.Module):
-                    watched.append((id(value), key))
+                    if key in value.__dict__ or key in value.__dict__.get("_modules", ()):
+                        watched.append((id(value), key))
+                    else:  # a class attribute: `Loss.temperature = t` bypasses the instance's __setattr__
+                        watchable = False
                     value = _module_attr(value, key)
                     if value is _MISSING:
                         return  # a parameter or buffer: tensors are not guarded
