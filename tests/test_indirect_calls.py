@@ -652,3 +652,77 @@ def test_a_counter_set_from_a_number_a_method_returns_stops_on_replay(tmp_path):
                 return x * self.sigmas[0]
     """
     assert located(tmp_path, model, select=("host-effect",)) == {("model.py", "CG505", 22)}
+
+
+def test_a_processor_a_setter_stores_from_a_registry_runs_in_forward(tmp_path):
+    # diffusers' attention: `self.set_processor(ATTENTION_PROCESSORS[name]())` in __init__ and
+    # `self.processor = processor` in the setter; forward calls `self.processor(self, x)`.
+    model = """
+        import torch
+        from torch import nn
+
+        class DefaultProcessor:
+            def __call__(self, attn, x):
+                return attn.proj(x)
+
+        class PrunedProcessor:
+            def __call__(self, attn, x):
+                keep = torch.nonzero(x.abs().sum(-1) > 0)
+                return attn.proj(x[keep[:, 0]])
+
+        PROCESSORS = {"default": DefaultProcessor, "pruned": PrunedProcessor}
+
+        class Model(nn.Module):
+            def __init__(self, processor="default"):
+                super().__init__()
+                self.proj = nn.Linear(16, 16)
+                self.set_processor(PROCESSORS[processor]())
+
+            def set_processor(self, processor):
+                self.processor = processor
+
+            def forward(self, x):
+                return self.processor(self, x)
+    """
+    assert located(tmp_path, model, select=("sync",)) == {("model.py", "CG105", 10)}
+
+
+def test_entries_of_a_batch_annotated_as_a_dict_of_tensors_are_tensors(tmp_path):
+    # A whole training step captured: the loss mixin gets `batch["labels"]`, a tensor the
+    # annotation names, and masks with it; the twin method averages with torch.where.
+    model = """
+        import torch
+        from torch import nn
+
+        class LossMixin:
+            ignore_index: int = -100
+
+            def compute_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+                active = labels != self.ignore_index
+                return logits[active].mean()
+
+            def masked_mean(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+                active = labels != self.ignore_index
+                return torch.where(active, logits, 0).sum() / active.sum()
+
+        class Base(nn.Module):
+            def step(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+                return self.compute_loss(batch["logits"], batch["labels"]) + self.masked_mean(batch["logits"], batch["labels"])
+
+        class Model(LossMixin, Base):
+            def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+                return self.step(batch)
+    """
+    runner = """
+        import torch
+        from model import Model
+
+        model = Model().cuda()
+        loaded = {"logits": torch.zeros(8, 4), "labels": torch.zeros(8, 4, dtype=torch.long)}
+        static_batch = {k: v.cuda() for k, v in loaded.items()}
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            loss = model(static_batch)
+    """
+    found = findings(tmp_path, {"model.py": model, "run.py": runner}, select=("dynamic-shape", "sync"))
+    assert by_file(found, tmp_path) == {("model.py", "CG106", 9)}
