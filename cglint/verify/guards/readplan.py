@@ -270,15 +270,11 @@ def _scan_var(code: CodeType):
         index = insts[k - 1].argval
         if not isinstance(index, str):
             continue
-        names, m = [], k - 2
-        while m >= 0 and _attr(insts[m]) is not None:
-            names.append(("attr", insts[m].argval))
-            m -= 1
-        root = _root(insts[m], code) if m >= 0 else None
-        if root is None or root[0] == "name":
+        chain = _chain_ending(insts, k - 1, code)
+        if chain is None:
             continue
-        steps = tuple(reversed(names)) + (("var", index),)
-        site = _site(root, steps, _use(insts, k + 1), insts[m], ins, _test(insts, k + 1))
+        root, steps, m = chain
+        site = _site(root, steps + (("var", index),), _use(insts, k + 1), insts[m], ins, _test(insts, k + 1))
         if site is not None:
             yield site
 
@@ -410,15 +406,25 @@ def _scan_stores(code: CodeType):
             end, step = k - 1, ("item", insts[k - 1].argval)
         else:
             continue
-        names, j = [], end - 1
-        while j >= 0 and _attr(insts[j]) is not None:
-            names.append(("attr", insts[j].argval))
-            j -= 1
-        root = _root(insts[j], code) if j >= 0 else None
-        if root is not None and root[0] != "name":
-            site = _site(root, tuple(reversed(names)) + (step,), VALUE, insts[j], ins)
+        chain = _chain_ending(insts, end, code)
+        if chain is not None:
+            root, steps, j = chain
+            site = _site(root, steps + (step,), VALUE, insts[j], ins)
             if site is not None:
                 yield site
+
+
+def _chain_ending(insts: list, end: int, code: CodeType) -> Optional[tuple[tuple[str, str], tuple, int]]:
+    """The chain (a root and plain attributes) loaded by the instructions just before `end`:
+    (root, its attribute steps, the index of the root's load), or None (a class body's names too)."""
+    names, j = [], end - 1
+    while j >= 0 and _attr(insts[j]) is not None:
+        names.append(("attr", insts[j].argval))
+        j -= 1
+    root = _root(insts[j], code) if j >= 0 else None
+    if root is None or root[0] == "name":
+        return None
+    return root, tuple(reversed(names)), j
 
 
 def _computed(insts: list, k: int) -> bool:
@@ -454,14 +460,11 @@ def _augmented_target(insts: list, k: int, code: CodeType) -> Optional[ReadSite]
             if insts[m - 1].opname != "LOAD_CONST" or not isinstance(insts[m - 1].argval, (str, int)):
                 continue  # the second COPY 2 of the pair
             end, step = m - 1, ("item", insts[m - 1].argval)
-        names, j = [], end - 1
-        while j >= 0 and _attr(insts[j]) is not None:
-            names.append(("attr", insts[j].argval))
-            j -= 1
-        root = _root(insts[j], code) if j >= 0 else None
-        if root is None or root[0] == "name":
+        chain = _chain_ending(insts, end, code)
+        if chain is None:
             return None
-        return _site(root, tuple(reversed(names)) + (step,), VALUE, insts[j], insts[k])
+        root, steps, j = chain
+        return _site(root, steps + (step,), VALUE, insts[j], insts[k])
     return None
 
 
