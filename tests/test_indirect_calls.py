@@ -726,3 +726,59 @@ def test_entries_of_a_batch_annotated_as_a_dict_of_tensors_are_tensors(tmp_path)
     """
     found = findings(tmp_path, {"model.py": model, "run.py": runner}, select=("dynamic-shape", "sync"))
     assert by_file(found, tmp_path) == {("model.py", "CG106", 9)}
+
+
+def test_a_check_hooked_onto_every_named_submodule_runs_with_them(tmp_path):
+    # Megatron/DeepSpeed-style activation checks: a checker walks `model.named_modules()` and
+    # hooks every `.mlp`; the hook asserts on tensor data. The checker is given the model.
+    model = """
+        import functools
+        import torch
+        from torch import nn
+
+        class Checker:
+            def __init__(self, max_abs=1e4):
+                self._hook = functools.partial(self._check, max_abs=max_abs)
+
+            def attach(self, model: nn.Module, suffix=".mlp"):
+                for name, module in model.named_modules():
+                    if name.endswith(suffix):
+                        module.register_forward_hook(self._hook)
+                return self
+
+            @staticmethod
+            def _check(module, args, output, *, max_abs):
+                assert output.abs().amax() < max_abs
+
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.mlp = nn.Sequential(nn.Linear(16, 16), nn.GELU())
+                self.out = nn.Linear(16, 16)
+
+            def forward(self, x):
+                return self.out(self.mlp(x))
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.blocks = nn.ModuleList([Block() for _ in range(2)])
+
+            def forward(self, x):
+                for block in self.blocks:
+                    x = block(x)
+                return x
+    """
+    runner = """
+        import torch
+        from model import Checker, Model
+
+        model = Model().cuda()
+        Checker().attach(model)
+        x = torch.zeros(8, 16, device="cuda")
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            y = model(x)
+    """
+    found = findings(tmp_path, {"model.py": model, "run.py": runner}, select=("control-flow",))
+    assert by_file(found, tmp_path) == {("model.py", "CG201", 17)}

@@ -106,7 +106,8 @@ def _find_hooks(project: Project, parameters: Optional[Parameters]) -> tuple[lis
                 # Asked only for this shape: finding the callers of every function that
                 # registers a hook cost a third more time and memory on diffusers' hooks.
                 given = parameters(function)
-                scope.env.update({name: value for name, value in given.items() if name not in scope.env or scope.env[name].kind == Kind.UNKNOWN})
+                # An annotation (`model: nn.Module`) says less than the objects callers pass.
+                scope.env.update({name: value for name, value in given.items() if name not in scope.env or not scope.env[name].targets})
             for node in descendants(function.node):
                 if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _HOOK_METHODS and node.args):
                     continue
@@ -119,6 +120,8 @@ def _find_hooks(project: Project, parameters: Optional[Parameters]) -> tuple[lis
                     value = evaluate(receiver, scope)
                     if not value.targets:  # `for layer in model.layers: layer.register_forward_hook(...)`
                         value = _loop_variable(function.node, receiver.value, scope)
+                    if not value.targets:  # `for name, m in model.named_modules(): m.register_forward_hook(...)`
+                        value = _every_submodule(function.node, receiver.value, scope)
                     owners = [t for t in value.targets if isinstance(t, ClassInfo)]
                     found.extend((owner, hook) for owner in owners for hook in hooks)
     return found, list(on_attributes.items())
@@ -161,6 +164,47 @@ def _loop_variable(function: cst.CSTNode, name: str, scope) -> Value:
                 if isinstance(part.value, cst.Name) and part.value.value == name and index < len(element.items):
                     return element.items[index]
     return Value(Kind.UNKNOWN)
+
+
+_SUBMODULE_ITERATORS = {"modules": False, "children": False, "named_modules": True, "named_children": True}
+# Module classes one model may hold, all levels together; a bound on the attribute search.
+MAX_SUBMODULE_CLASSES = 200
+
+
+def _every_submodule(function: cst.CSTNode, name: str, scope) -> Value:
+    """The module classes the loop variable `name` of `function` may be, when it runs over
+    `model.named_modules()` (or `modules()`, `children()`): the model's classes and the project
+    module classes their attributes hold, at every level. A hook registered so (a sanity check
+    on every `.mlp`) runs where any of them runs."""
+    for node in descendants(function):
+        if not isinstance(node, cst.For):
+            continue
+        iterable = node.iter
+        if not (isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute)
+                and iterable.func.attr.value in _SUBMODULE_ITERATORS):
+            continue
+        named = _SUBMODULE_ITERATORS[iterable.func.attr.value]
+        target = node.target.elements[-1].value if named and isinstance(node.target, cst.Tuple) else node.target
+        if isinstance(target, cst.Name) and target.value == name:
+            root = evaluate(iterable.func.value, scope)
+            return Value(Kind.OBJECT, targets=_held_modules([t for t in root.targets if isinstance(t, ClassInfo)], scope))
+    return Value(Kind.UNKNOWN)
+
+
+def _held_modules(classes: list[ClassInfo], scope) -> tuple:
+    seen: list[ClassInfo] = []
+    while classes and len(seen) < MAX_SUBMODULE_CLASSES:
+        cls = classes.pop()
+        if cls in seen:
+            continue
+        seen.append(cls)
+        attrs = {a for klass in scope.project.mro(cls) for m in klass.methods.values() if m.outline is not None
+                 for a in m.outline.facts.stored_attrs}
+        for attr in sorted(attrs):
+            member = scope.class_member(cls, attr)
+            if member.kind == Kind.OBJECT and not member.is_class:
+                classes += [t for t in member.targets if isinstance(t, ClassInfo)]
+    return tuple(seen)
 
 
 def context_methods(project: Project, value: Value) -> list[FunctionInfo]:
