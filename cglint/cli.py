@@ -315,6 +315,7 @@ def _use_color(choice: str, stream: TextIO) -> bool:
 
 def run_rule(code: str, stream: TextIO) -> int:
     from cglint import catalogue
+    from cglint.docs import RuleDoc
 
     given = code
     # A code, or a rule's name as `cglint rules` shows it (`tensor-to-scalar`), as ruff takes both.
@@ -328,7 +329,7 @@ def run_rule(code: str, stream: TextIO) -> int:
             stream.write(f"{code} {name}: {text}\n")
             return EXIT_CLEAN
         raise UsageError(f"unknown rule {given!r}: give a code (CG101) or a rule name (tensor-to-scalar); `cglint rules` lists them")
-    _write_markdown(rule.doc().markdown(), stream)
+    _write_markdown(RuleDoc.of(rule).markdown(), stream)
     return EXIT_CLEAN
 
 

@@ -297,8 +297,9 @@ def test_rule_and_rules_commands(capsys):
 
 def test_rule_is_rendered_on_a_terminal_and_plain_markdown_when_piped(capsys, monkeypatch):
     from cglint import catalogue
+    from cglint.docs import RuleDoc
 
-    markdown = catalogue.by_code()["CG101"].doc().markdown()
+    markdown = RuleDoc.of(catalogue.by_code()["CG101"]).markdown()
     monkeypatch.delenv("FORCE_COLOR", raising=False)
     monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
     assert run(["rule", "CG101"], capsys) == (0, markdown, "")

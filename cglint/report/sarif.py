@@ -11,6 +11,7 @@ from typing import Optional, TextIO
 from urllib.parse import quote
 
 from cglint import __version__, catalogue
+from cglint.docs import RuleDoc
 from cglint.findings import Finding
 
 _LEVEL = {"error": "error", "warning": "warning", "info": "note"}
@@ -55,7 +56,7 @@ def _rules() -> list[dict]:
             }
         )
     for rule in catalogue.rule_classes():
-        doc = rule.doc()
+        doc = RuleDoc.of(rule)
         rules.append(
             {
                 "id": rule.code,
