@@ -15,7 +15,7 @@ from cglint import catalogue, configured_names, source, suppress
 from cglint.config import Config
 from cglint.discovery import discover, forget_folders, module_name_for, relative_to, resolved
 from cglint.engine.prefilter import EntryFiles, can_capture, code_can_capture, names_word
-from cglint.findings import Finding, Region, Related
+from cglint.findings import Finding, Region, Related, filled
 from cglint.footprint import Footprint
 from cglint.reach import CaptureReach, Coverage, Reached, Unresolved
 from cglint.rule import REPLAY
@@ -413,8 +413,8 @@ def _findings(hits: list["RawHit"], checked: set[Path], selection: Selection, fi
                 code=hit.rule.code,
                 category=hit.rule.category,
                 severity=hit.rule.severity,
-                message=hit.rule.format_message(hit.details),
-                fix_hint=_format(hit.rule.fix_hint, hit.details),
+                message=filled(hit.rule.message, hit.details),
+                fix_hint=filled(hit.rule.fix_hint, hit.details),
                 region=region,
                 trace=trace,
                 related=_related(hit.details.get("related", ()), positions),
@@ -467,13 +467,6 @@ def _aggregated(group: list[tuple[Finding, str]]) -> Finding:
     lines = ", ".join(str(r.line) for r in others[:_LINES_LISTED]) + (", ..." if len(others) > _LINES_LISTED else "")
     message = f"{first.message} (and {len(others)} more in this function: line{'s' if len(others) > 1 else ''} {lines})"
     return dataclasses.replace(first, message=message, related=first.related + tuple(others))
-
-
-def _format(template: str, details: dict) -> str:
-    try:
-        return template.format(**details)
-    except (KeyError, IndexError, ValueError):
-        return template
 
 
 def _region_and_trace(hit: "RawHit", positions: "Positions") -> tuple[Optional[Region], tuple[str, ...]]:

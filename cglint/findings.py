@@ -5,7 +5,7 @@ Its JSON form is a stable contract (see docs/design.md): field names and meaning
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 
 @dataclass(frozen=True)
@@ -96,3 +96,12 @@ class Finding:
             source=data.get("source", "static"),
             related=tuple(Related(r["path"], r["line"], r["column"], r["message"]) for r in data.get("related", ())),
         )
+
+
+def filled(template: str, details: Mapping[str, Any]) -> str:
+    """A rule's `message` or `fix_hint` template filled from a hit's details (`{expr}`, `{name}`,
+    the verifier's `{what}`); as written where the details lack a name it uses."""
+    try:
+        return template.format(**details)
+    except (KeyError, IndexError, ValueError):
+        return template

@@ -120,12 +120,6 @@ class Rule:
     def can_fix(cls) -> bool:
         return cls.fix is not Rule.fix
 
-    def format_message(self, details: dict[str, Any]) -> str:
-        try:
-            return self.message.format(**details)
-        except (KeyError, IndexError, ValueError):
-            return self.message
-
 
 def rules_defined_in(namespace: dict[str, Any]) -> tuple[type[Rule], ...]:
     """The rules a module's namespace defines, in the order it defines them (imported ones

@@ -8,6 +8,8 @@ from __future__ import annotations
 from functools import cache
 from typing import NamedTuple
 
+from cglint.findings import filled
+
 
 class Meta(NamedTuple):
     name: str
@@ -24,7 +26,7 @@ def meta(code: str) -> Meta:
 
 def message(code: str, what: str) -> str:
     """The rule's message template filled with what was observed (the runtime rules' `{what}`)."""
-    return _rule(code).message.format(what=what)
+    return filled(_rule(code).message, {"what": what})
 
 
 def _rule(code: str):
