@@ -37,7 +37,7 @@ from typing import Any, Optional
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from cglint.rule import expected_markers  # noqa: E402
+from tests.helpers import expected_markers  # noqa: E402
 
 CAPTURE_ERRORS = REPO / "bench" / "verify_exit_cases"
 DIVERGENCE = REPO / "tests" / "data" / "divergence"

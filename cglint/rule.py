@@ -174,14 +174,3 @@ def contract_problems(rule: type[Rule], dispatched: Collection[type]) -> list[st
 def applies(rule: "type[Rule] | Rule", compiled: bool) -> bool:
     """Whether a rule's claim holds for a compiled region (`compiled`) or a raw capture."""
     return rule.applies_to == ANY_CAPTURE or rule.applies_to == (COMPILED if compiled else RAW)
-
-
-def expected_markers(source: str) -> set[tuple[str, int]]:
-    """(code, line) pairs announced by `# expect: CG...` comments."""
-    found = set()
-    for lineno, line in enumerate(source.splitlines(), start=1):
-        match = EXPECT_MARKER.search(line)
-        if match:
-            for code in match.group(1).split(","):
-                found.add((code.strip(), lineno))
-    return found

@@ -1,4 +1,5 @@
-"""Test helpers: write a small project to a folder and check it."""
+"""Test helpers: write a small project to a folder and check it, read the `# expect:` markers
+of a sample program."""
 from __future__ import annotations
 
 import textwrap
@@ -7,6 +8,7 @@ from typing import Optional
 
 from cglint.check import check_paths
 from cglint.config import Config, from_table
+from cglint.rule import EXPECT_MARKER
 from cglint.selection import Selection
 
 
@@ -93,3 +95,14 @@ def functions_parsed_alone_match(path: Path, text: Optional[str] = None, require
         assert code(function.node.params) == code(other.node.params), (path, name)
     assert not pairs
     return len(dict(_functions(lazy)))
+
+
+def expected_markers(source: str) -> set[tuple[str, int]]:
+    """(code, line) pairs announced by `# expect: CG...` comments."""
+    found = set()
+    for lineno, line in enumerate(source.splitlines(), start=1):
+        match = EXPECT_MARKER.search(line)
+        if match:
+            for code in match.group(1).split(","):
+                found.add((code.strip(), lineno))
+    return found

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from cglint.rule import expected_markers
+from .helpers import expected_markers
 
 torch = pytest.importorskip("torch")
 

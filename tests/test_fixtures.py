@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from cglint.api import check
-from cglint.rule import expected_markers
+from .helpers import expected_markers
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 PROJECTS = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir())

@@ -6,7 +6,9 @@ import pytest
 
 from cglint import catalogue
 from cglint.api import check_source
-from cglint.rule import RUNTIME, expected_markers
+from cglint.rule import RUNTIME
+
+from .helpers import expected_markers
 
 RULES = [r for r in catalogue.rule_classes() if r.scope != RUNTIME]
 

@@ -12,10 +12,9 @@ import pytest
 
 from cglint.check import check_paths
 from cglint.config import Config
-from cglint.rule import expected_markers
 from cglint.selection import Selection
 
-from .helpers import by_file
+from .helpers import by_file, expected_markers
 
 CASES = Path(__file__).resolve().parent / "data" / "divergence"
 SELECT = ["control-flow", "frozen-scalar", "dynamic-shape", "realloc"]

@@ -14,7 +14,9 @@ import time
 
 import pytest
 
-from cglint.rule import RUNTIME, expected_markers
+from cglint.rule import RUNTIME
+
+from .helpers import expected_markers
 
 torch = pytest.importorskip("torch")
 

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from cglint.rule import expected_markers
+from .helpers import expected_markers
 
 torch = pytest.importorskip("torch")
 from cglint.verify.cpu.backend import CpuBackend  # noqa: E402 - needs torch

@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from cglint.rule import expected_markers
+from .helpers import expected_markers
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cglint.rule import expected_markers
+from .helpers import expected_markers
 
 torch = pytest.importorskip("torch")
 

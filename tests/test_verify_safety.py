@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from cglint.rule import expected_markers
+from .helpers import expected_markers
 
 torch = pytest.importorskip("torch")
 
