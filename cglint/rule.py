@@ -3,9 +3,9 @@
 A rule names the node types it looks at and answers, for one node, whether it is
 a hazard. Everything else (finding captured regions, following calls, telling
 tensors from host values, suppression, positions, output) belongs to the engine,
-which hands each rule a `Context`. The same class carries the rule's documentation
-and its examples; the examples are also its tests (tests/test_rule_examples.py), and
-cglint/docs.py renders the documentation from them.
+which hands each rule a `Context`. The same class carries the rule's documentation,
+its examples and what its fix writes for them: the examples are also its tests
+(tests/test_rule_examples.py), and cglint/docs.py renders the documentation from them.
 
 Example lines that must be flagged end with a marker comment `# expect: CG101`.
 """
@@ -61,6 +61,11 @@ APPLIES_TO = (RAW, COMPILED, ANY_CAPTURE)
 EXPECT_MARKER = re.compile(r"#\s*expect:\s*(CG\d{3}(?:\s*,\s*CG\d{3})*)")
 
 
+def without_markers(example: str) -> str:
+    """An example as a user would write it: its `# expect: CG...` comments removed."""
+    return re.sub(r"[ \t]*" + EXPECT_MARKER.pattern, "", example)
+
+
 @dataclass(frozen=True)
 class Hit:
     """A rule's verdict on one node: where, plus values for the message template.
@@ -106,6 +111,10 @@ class Rule:
     # exactly on its marked lines; every `valid` one (the first is the fix) nothing.
     invalid: ClassVar[tuple[str, ...]] = ()
     valid: ClassVar[tuple[str, ...]] = ()
+    # What `cglint check --fix` writes for each `invalid` example (`without_markers` of it), in
+    # the same order; None where no edit is safe and the example stays as it is. Required
+    # with fix(), one per `invalid` example.
+    fixed: ClassVar[tuple[Optional[str], ...]] = ()
 
     def check(self, node: "cst.CSTNode", ctx: "Context") -> Iterable[Union[Hit, "cst.CSTNode"]]:
         """Yield the hazardous nodes (or Hits with message details) found at `node`."""
@@ -168,6 +177,11 @@ def contract_problems(rule: type[Rule], dispatched: Collection[type]) -> list[st
         problems.append("fix() must take (self, node, ctx)")
     if rule.can_fix() and rule.fix_safety == Rule.fix_safety:
         problems.append("defines fix() but no fix_safety (what the fix can change, shown by `cglint rule`)")
+    if rule.can_fix() and len(rule.fixed) != len(rule.invalid):
+        problems.append(f"defines fix() but `fixed` has {len(rule.fixed)} outputs for {len(rule.invalid)} `invalid` examples "
+                        "(what --fix writes for each, None where it writes nothing)")
+    if rule.fixed and not rule.can_fix():
+        problems.append("has `fixed` outputs but no fix()")
     return [f"{rule.code} {rule.__name__}: {problem}" for problem in problems]
 
 

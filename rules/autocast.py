@@ -84,6 +84,17 @@ with torch.autocast("cuda", dtype=torch.float16, cache_enabled=False):
         static_y = model(static_x)
 ''',
     )
+    fixed = (
+        '''
+import torch
+
+with torch.autocast("cuda", dtype=torch.float16, cache_enabled=False):
+    for _ in range(3):
+        static_y = model(static_x)
+    with torch.cuda.graph(g):
+        static_y = model(static_x)
+''',
+    )
 
     def check(self, node, ctx):
         capture = ctx.capture
@@ -119,6 +130,17 @@ sample = torch.randn(8, 16, device="cuda")
 with torch.autocast("cuda", dtype=torch.float16):
     graphed = torch.cuda.make_graphed_callables(model, (sample,))  # expect: CG910
 ''',
+        '''
+import torch
+
+model = torch.nn.Linear(16, 16).cuda()
+sample = torch.randn(8, 16, device="cuda")
+with torch.autocast(
+    "cuda",
+    dtype=torch.bfloat16,
+):
+    graphed = torch.cuda.make_graphed_callables(model, (sample,))  # expect: CG910
+''',
     )
     valid = (
         '''
@@ -127,6 +149,28 @@ import torch
 model = torch.nn.Linear(16, 16).cuda()
 sample = torch.randn(8, 16, device="cuda")
 with torch.autocast("cuda", dtype=torch.float16, cache_enabled=False):
+    graphed = torch.cuda.make_graphed_callables(model, (sample,))
+''',
+    )
+    fixed = (
+        '''
+import torch
+
+model = torch.nn.Linear(16, 16).cuda()
+sample = torch.randn(8, 16, device="cuda")
+with torch.autocast("cuda", dtype=torch.float16, cache_enabled=False):
+    graphed = torch.cuda.make_graphed_callables(model, (sample,))
+''',
+        '''
+import torch
+
+model = torch.nn.Linear(16, 16).cuda()
+sample = torch.randn(8, 16, device="cuda")
+with torch.autocast(
+    "cuda",
+    dtype=torch.bfloat16,
+    cache_enabled=False,
+):
     graphed = torch.cuda.make_graphed_callables(model, (sample,))
 ''',
     )

@@ -139,6 +139,26 @@ def add_noise(x):
 with torch.cuda.graph(g):
     out = add_noise(static_x)
 ''',
+        '''
+import torch
+
+def add_noise(x):
+    b = torch.rand(4, 4, dtype=torch.half).to("cuda", non_blocking=True)  # expect: CG303
+    c = torch.randint(0, 10, (8,)).to(x.device)  # token ids  # expect: CG303
+    return x + b + c
+
+with torch.cuda.graph(g):
+    out = add_noise(static_x)
+''',
+        '''
+import torch
+
+def add_noise(x, gen):
+    return x + torch.randn(4, generator=gen).cuda()  # expect: CG303
+
+with torch.cuda.graph(g):
+    y = add_noise(static_x, gen)
+''',
     )
     valid = (
         '''
@@ -151,6 +171,30 @@ def add_noise(x):
 with torch.cuda.graph(g):
     out = add_noise(static_x)
 ''',
+    )
+    fixed = (
+        '''
+import torch
+
+def add_noise(x):
+    noise = torch.randn(x.shape, device="cuda")
+    return x + noise
+
+with torch.cuda.graph(g):
+    out = add_noise(static_x)
+''',
+        '''
+import torch
+
+def add_noise(x):
+    b = torch.rand(4, 4, dtype=torch.half, device="cuda")
+    c = torch.randint(0, 10, (8,), device=x.device)  # token ids
+    return x + b + c
+
+with torch.cuda.graph(g):
+    out = add_noise(static_x)
+''',
+        None,
     )
 
     def check(self, node, ctx):

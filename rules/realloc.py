@@ -187,6 +187,17 @@ class Decoder:
 
 decoder = Decoder(Rotary(8).cuda(), torch.zeros(4, device="cuda"))
 ''',
+        '''
+import torch
+
+static_x = torch.zeros(8, device="cuda")
+with torch.cuda.graph(g):
+    y = model(static_x)
+
+for a, b in loader:
+    static_x, other = a, b  # expect: CG401
+    g.replay()
+''',
     )
     valid = (
         '''
@@ -202,6 +213,71 @@ for batch in loader:
     g.replay()
     consume(static_y)
 ''',
+    )
+    fixed = (
+        '''
+import torch
+
+static_x = torch.zeros(8, 16, device="cuda")
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    static_y = model(static_x)
+
+for batch in loader:
+    static_x.copy_(batch.cuda())
+    g.replay()
+    consume(static_y)
+''',
+        '''
+import torch
+
+class Runner:
+    def __init__(self, model, x):
+        self.model = model
+        self.graph = torch.cuda.CUDAGraph()
+        self.static_x = x.clone()
+        with torch.cuda.graph(self.graph):
+            self.static_y = model(self.static_x)
+
+    def __call__(self, x):
+        self.static_x.copy_(x)
+        self.graph.replay()
+        return self.static_y
+''',
+        '''
+import torch
+
+class Runner:
+    def __init__(self, model, x):
+        self.graph = torch.cuda.CUDAGraph()
+        self.static_x = x.clone()
+        with torch.cuda.graph(self.graph):
+            self.static_y = model(self.static_x)
+
+    def _load(self, x):
+        self.static_x.copy_(x.to(self.static_x.device))
+
+    def __call__(self, x):
+        self._load(x)
+        self.graph.replay()
+        return self.static_y.clone()
+''',
+        '''
+import torch
+
+model = load_model()
+static_x = torch.zeros(8, 16, device="cuda")
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    static_y = model(static_x)
+
+for checkpoint in checkpoints:
+    model.weight.data.copy_(checkpoint["weight"].cuda())
+    model.bias.copy_(torch.nn.Parameter(checkpoint["bias"].cuda()))
+    g.replay()
+''',
+        None,
+        None,
     )
 
     def check(self, node, ctx):

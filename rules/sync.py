@@ -230,6 +230,40 @@ with torch.cuda.graph(g):
     done.record()
     done.synchronize()  # expect: CG104
 ''',
+        '''
+import torch
+
+def step(x):
+    y = x * 2
+    # make sure the kernels are done
+    torch.cuda.synchronize()  # expect: CG104
+    z = y + 1; torch.cuda.synchronize()  # expect: CG104
+    if z.dim() > 1:
+        torch.cuda.synchronize()  # expect: CG104
+    return z
+
+with torch.cuda.graph(g):
+    out = step(static_x)
+''',
+        '''
+import torch
+
+def fetch(x):
+    h = x.to("cpu", non_blocking=True)  # expect: CG102
+    torch.cuda.synchronize()  # expect: CG104
+    return h
+
+with torch.cuda.graph(g):
+    y = fetch(static_x)
+''',
+        '''
+import torch
+
+s = torch.cuda.Stream()
+with torch.cuda.graph(g):
+    y = static_x * 2
+    ready = s.query()  # expect: CG104
+''',
     )
     valid = (
         '''
@@ -244,6 +278,42 @@ with torch.cuda.graph(g):
 g.replay()
 torch.cuda.synchronize()
 ''',
+    )
+    fixed = (
+        '''
+import torch
+
+def step(x):
+    y = x * 2
+    return y
+
+with torch.cuda.graph(g):
+    out = step(static_x)
+''',
+        '''
+import torch
+
+done = torch.cuda.Event()
+with torch.cuda.graph(g):
+    out = static_x * 2
+    done.record()
+''',
+        '''
+import torch
+
+def step(x):
+    y = x * 2
+    # make sure the kernels are done
+    z = y + 1
+    if z.dim() > 1:
+        pass
+    return z
+
+with torch.cuda.graph(g):
+    out = step(static_x)
+''',
+        None,
+        None,
     )
 
     def check(self, node, ctx):
@@ -604,6 +674,17 @@ with torch.cuda.graph(g):
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=True)  # expect: CG111
 ''',
+        '''
+import torch
+
+with torch.cuda.graph(g):
+    loss = model(static_x).sum()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(  # expect: CG111
+        model.parameters(), max_norm=1.0, error_if_nonfinite=True
+    )
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), error_if_nonfinite=True, max_norm=2.0)  # expect: CG111
+''',
     )
     valid = (
         '''
@@ -613,6 +694,27 @@ with torch.cuda.graph(g):
     loss = model(static_x).sum()
     loss.backward()
     norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+''',
+    )
+    fixed = (
+        '''
+import torch
+
+with torch.cuda.graph(g):
+    loss = model(static_x).sum()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+''',
+        '''
+import torch
+
+with torch.cuda.graph(g):
+    loss = model(static_x).sum()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(
+        model.parameters(), max_norm=1.0
+    )
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=2.0)
 ''',
     )
 

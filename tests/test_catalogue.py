@@ -13,7 +13,7 @@ from cglint import catalogue
 from cglint.api import check_source
 from cglint.engine.checker import Engine
 from cglint.engine.walk import DISPATCHED, DISPATCHED_STATEMENTS
-from cglint.rule import CATEGORIES, Rule
+from cglint.rule import CATEGORIES, Rule, contract_problems
 
 
 def test_rule_index_is_generated_from_the_rule_classes():
@@ -121,6 +121,24 @@ def test_broken_declarations_fail_to_load_each_with_its_reason(monkeypatch):
         "  CG101 Misfiled: fix() must take (self, node, ctx)",
         "  CG101 Misfiled: defines fix() but no fix_safety (what the fix can change, shown by `cglint rule`)",
         "  Misfiled and TensorToScalar share the code 'CG101'",
+    ]
+
+
+def test_a_fix_comes_with_what_it_writes_for_each_bad_example():
+    class Unfixed(EarlyReturn):
+        nodes = (cst.Call,)
+        fixed = ("import torch\n",)
+
+    class Fixing(Unfixed):
+        invalid = ("a = 1  # expect: CG199\n", "b = 2  # expect: CG199\n")
+        fix_safety = "Safe."
+
+        def fix(self, node, ctx):
+            return None
+
+    assert contract_problems(Unfixed, DISPATCHED) == ["CG199 Unfixed: has `fixed` outputs but no fix()"]
+    assert contract_problems(Fixing, DISPATCHED) == [
+        "CG199 Fixing: defines fix() but `fixed` has 1 outputs for 2 `invalid` examples (what --fix writes for each, None where it writes nothing)"
     ]
 
 

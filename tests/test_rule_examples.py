@@ -1,12 +1,14 @@
 """Every rule's documented examples are its tests: bad ones produce exactly the rule on
-the lines marked `# expect: CGxxx`, good ones (the first is the fix) produce nothing."""
+the lines marked `# expect: CGxxx`, good ones (the first is the fix) produce nothing, and
+`--fix` writes for each bad one what the rule's `fixed` says."""
 from __future__ import annotations
 
+import libcst as cst
 import pytest
 
 from cglint import catalogue
-from cglint.api import check_source
-from cglint.rule import RUNTIME
+from cglint.api import check_source, fix_source
+from cglint.rule import RUNTIME, without_markers
 
 from .helpers import expected_markers
 
@@ -23,6 +25,8 @@ def test_every_static_rule_has_examples():
     for rule in RULES:
         assert rule.invalid, f"{rule.code} has no bad example"
         assert rule.valid, f"{rule.code} has no fixed example"
+        if rule.can_fix():  # `fixed` has one entry per bad example (the contract checks it at load)
+            assert any(fixed is not None for fixed in rule.fixed), f"{rule.code} fixes none of its bad examples"
 
 
 @pytest.mark.parametrize("rule, example", list(_cases("invalid")))
@@ -36,6 +40,27 @@ def test_bad_example_is_flagged_on_marked_lines(rule, example):
 @pytest.mark.parametrize("rule, example", list(_cases("valid")))
 def test_fixed_example_is_clean(rule, example):
     assert check_source(example, "example.py") == []
+
+
+def _fixes():
+    for rule in RULES:
+        for index, (example, fixed) in enumerate(zip(rule.invalid, rule.fixed)):
+            yield pytest.param(rule, without_markers(example), fixed, id=f"{rule.code}-fixed-{index}")
+
+
+@pytest.mark.parametrize("rule, example, fixed", list(_fixes()))
+def test_fix_writes_the_rule_s_fixed_text(rule, example, fixed):
+    """The exact text `cglint check --fix` writes; it parses, has no finding of the rule left,
+    and fixing it again changes nothing. None: no safe fix, the example stays as it is."""
+    after = fix_source(example, "example.py")
+    if fixed is None:
+        assert after == example
+        assert rule.code in {f.code for f in check_source(example, "example.py")}
+        return
+    assert after == fixed
+    cst.parse_module(after)
+    assert rule.code not in {f.code for f in check_source(after, "example.py")}
+    assert fix_source(after, "example.py") == after
 
 
 HOST_TENSORS = '''
