@@ -4,6 +4,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Iterable, Optional
 
+from cglint import vocabulary
 from cglint.datafiles import data_file
 from cglint.rule import CATEGORIES, Rule, contract_problems
 
@@ -58,7 +59,8 @@ def rule_classes() -> tuple[type[Rule], ...]:
 
 def check_contract(rules: Iterable[type[Rule]]) -> None:
     """Raise RuleContractError naming every rule that breaks the contract of cglint/rule.py,
-    and every category without a rule (a category module that failed to ship)."""
+    every category without a rule (a category module that failed to ship), and every code
+    the vocabulary names that no rule defines (both halves report under those codes)."""
     from cglint.engine.walk import DISPATCHED
 
     rules = list(rules)
@@ -70,6 +72,9 @@ def check_contract(rules: Iterable[type[Rule]]) -> None:
             if value in seen:
                 problems.append(f"{rule.__name__} and {seen[value]} share the {attribute} {value!r}")
             seen.setdefault(value, rule.__name__)
+    unknown = sorted(vocabulary.codes() - {rule.code for rule in rules})
+    if unknown:
+        problems.append(f"rules/vocabulary.toml names codes no rule defines: {', '.join(unknown)}")
     empty = [c for c in CATEGORIES if c != "internal" and not any(r.category == c for r in rules)]
     if empty:
         problems.append(f"no rule in categories {', '.join(empty)}: is a module of rules/ missing?")

@@ -1,7 +1,7 @@
-"""Where the data files shipped beside the rules lie (index.toml, torch_api.toml, ...).
+"""Where the data files shipped beside the rules lie (index.toml, vocabulary.toml, ...).
 
-A module of its own so that the modules reading them (the rule base class, the engine's
-symbol tables, the verifier) do not import the catalogue, which imports them.
+A module of its own so that the modules reading them (the rule base class, the vocabulary,
+the verifier) do not import the catalogue, which imports them.
 """
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ from typing import Optional
 
 import libcst as cst
 
+from cglint import vocabulary
 from cglint.engine.captures import CaptureKind
 from cglint.engine.syntax import code_of, is_false, keyword, positional
 from cglint.rule import CAPTURE, Hit, Rule
@@ -22,7 +23,7 @@ def _caching_autocast(node: cst.CSTNode, function, ctx) -> Optional[cst.Call]:
             continue
         for item in outer.items:
             call = item.item
-            if isinstance(call, cst.Call) and ctx.call_name(call) in ctx.api.setup.autocast:
+            if isinstance(call, cst.Call) and ctx.call_name(call) in vocabulary.names("setup.autocast"):
                 if is_false(keyword(call, "cache_enabled")) or is_false(keyword(call, "enabled")):
                     continue
                 device = keyword(call, "device_type") or (positional(call)[0] if positional(call) else None)

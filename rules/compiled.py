@@ -17,6 +17,7 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
+from cglint import vocabulary
 from cglint.engine.state import Change
 from cglint.engine.syntax import call_method, code_of, descendants, keyword, nearest_assignment, positional
 from cglint.engine.values import Kind, output_root
@@ -496,7 +497,7 @@ def _skipped(function, ctx) -> bool:
         if not isinstance(inner, cst.Call):
             continue
         name = ctx.call_name(inner) or ""
-        if name in ctx.api.factories.creation and not name.endswith("_like") and keyword(inner, "device") is None:
+        if name in vocabulary.names("factories.creation") and not name.endswith("_like") and keyword(inner, "device") is None:
             return True
         method = call_method(inner)
         if method is not None and _in_place(method[1]) and isinstance(method[0], cst.Name) and method[0].value in params:
@@ -672,7 +673,7 @@ def generate(model, tokens, steps):
     def _stored_in_loop(self, node: cst.Call, ctx):
         """`kept.append(out)` in a loop that calls the compiled function again."""
         method = call_method(node)
-        if method is None or method[1] not in ctx.api.memory.stores or not node.args:
+        if method is None or method[1] not in vocabulary.names("memory.stores", "methods") or not node.args:
             return
         stored = positional(node)[-1] if positional(node) else None
         if stored is None:
@@ -799,7 +800,7 @@ def decode_step(model, x, positions):
 
     def check(self, node, ctx):
         if isinstance(node, cst.Call):
-            if ctx.call_name(node) in ctx.api.factories.creation and ctx.value(node).kind == Kind.CPU_TENSOR:
+            if ctx.call_name(node) in vocabulary.names("factories.creation") and ctx.value(node).kind == Kind.CPU_TENSOR:
                 yield Hit(node, {"reason": "creates a tensor on the CPU", "cause": "cpu device"})
                 return
             method = ctx.method(node)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cglint import vocabulary
 from cglint.engine.state import reword
 from cglint.engine.syntax import code_of, keyword, positional
 from cglint.engine.values import Kind
@@ -28,14 +29,13 @@ def size_arguments(node: cst.CSTNode, ctx) -> list[cst.BaseExpression]:
         return found
     if not isinstance(node, cst.Call):
         return []
-    shapes = ctx.api.shapes
     size = keyword(node, "size")
-    if ctx.call_name(node) in shapes.factories:
+    if ctx.call_name(node) in vocabulary.names("shapes.factories"):
         args = positional(node)
         return ([size] if size is not None else []) + (args[:1] if ctx.call_name(node) == "torch.full" else args)
     method = ctx.method(node)
-    if method is not None and method[1] in shapes.methods and ctx.maybe_tensor(method[0]):
-        if ctx.value(method[0]).kind == Kind.TENSOR or method[1] in ("view", "reshape", "expand", "new_zeros", "new_empty", "narrow"):
+    if method is not None and method[1] in vocabulary.names("shapes.methods") and ctx.maybe_tensor(method[0]):
+        if ctx.value(method[0]).kind == Kind.TENSOR or method[1] in vocabulary.names("shapes.methods", "any_receiver"):
             args = positional(node)
             return ([size] if size is not None else []) + (args[:1] if method[1] == "topk" else args)
     return []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cglint import vocabulary
 from cglint.engine.syntax import code_of
 from cglint.engine.values import Kind
 from cglint.rule import Hit, Rule
@@ -18,7 +19,7 @@ _ONCE = "runs once, at capture; replays never run it again"
 
 
 def _is_print(call: cst.Call, ctx) -> bool:
-    return ctx.call_name(call) in ctx.api.host_effect.print
+    return ctx.call_name(call) in vocabulary.names("host_effect.print")
 
 
 class PrintInCapture(Rule):
@@ -127,17 +128,17 @@ for step in range(10):
     )
 
     def check(self, node, ctx):
-        if ctx.call_name(node) in ctx.api.host_effect.logging:
+        if ctx.call_name(node) in vocabulary.names("host_effect.logging"):
             yield node
             return
         method = ctx.method(node)
-        if method is None or method[1] not in ctx.api.host_effect.logger_methods:
+        if method is None or method[1] not in vocabulary.names("host_effect.logger_methods"):
             return
         receiver = method[0]
         leaf = receiver.attr.value if isinstance(receiver, cst.Attribute) else receiver.value if isinstance(receiver, cst.Name) else ""
         # A logger by its constructor, or by the names loggers get (`logger`, `self.log`);
         # `math.log`-like names are calls of a function, never a receiver of `.info()`.
-        if ctx.value(receiver).tag == "logger" or leaf in ctx.api.host_effect.logger_names:
+        if ctx.value(receiver).tag == "logger" or leaf in vocabulary.names("host_effect.logger_names"):
             yield node
 
 
@@ -187,11 +188,11 @@ torch.save(static_out, "out.pt")
     )
 
     def check(self, node, ctx):
-        if ctx.call_name(node) in ctx.api.host_effect.file_io:
+        if ctx.call_name(node) in vocabulary.names("host_effect.file_io"):
             yield node
             return
         method = ctx.method(node)
-        if method is not None and method[1] in ctx.api.host_effect.summary_writer_methods:
+        if method is not None and method[1] in vocabulary.names("host_effect.summary_writer_methods"):
             if ctx.value(method[0]).tag == "summary_writer":
                 yield node
 
@@ -320,7 +321,7 @@ with torch.cuda.graph(g):
         if ctx.in_capture_block:
             return  # the capture block itself registers static outputs on purpose
         method = ctx.method(node)
-        if method is None or method[1] not in ctx.api.host_effect.container_methods:
+        if method is None or method[1] not in vocabulary.names("host_effect.container_writes"):
             return
         container = method[0]
         if _outlives_call(container, ctx) and ctx.value(container).kind == Kind.HOST and not _lazy(node, ctx):
@@ -469,7 +470,7 @@ elapsed = time.perf_counter() - start
     )
 
     def check(self, node, ctx):
-        if ctx.call_name(node) in ctx.api.host_effect.timers:
+        if ctx.call_name(node) in vocabulary.names("host_effect.timers"):
             yield node
 
 
@@ -520,10 +521,10 @@ for _ in tqdm(range(100)):
     )
 
     def check(self, node, ctx):
-        if ctx.value(node).tag == "progress_bar" and ctx.call_name(node) in ctx.api.objects:
+        if ctx.value(node).tag == "progress_bar" and ctx.call_name(node) in vocabulary.object_tags():
             yield node
             return
         method = ctx.method(node)
-        if method is not None and method[1] in ctx.api.host_effect.progress_bar_methods:
+        if method is not None and method[1] in vocabulary.names("host_effect.progress_bar_methods"):
             if ctx.value(method[0]).tag == "progress_bar":
                 yield node

@@ -9,6 +9,7 @@ from typing import Optional
 
 import libcst as cst
 
+from cglint import vocabulary
 from cglint.engine.captures import capture_method
 from cglint.engine.syntax import call_method, calls_in, code_of, descendants, is_true, keyword, nearest_assignment, positional
 from cglint.engine.values import Kind, output_root
@@ -27,7 +28,7 @@ def _pool_given(call: cst.Call, ctx) -> Optional[bool]:
     if keyword(call, "pool") is not None:
         return True
     name = ctx.call_name(call)
-    if name in ctx.api.capture.graph_context:
+    if name in vocabulary.names("capture.graph_context"):
         return len(positional(call)) >= 2
     if capture_method(call) == "begin":
         return bool(positional(call))
@@ -230,7 +231,7 @@ with torch.cuda.graph(g):
     )
 
     def check(self, node, ctx):
-        if ctx.call_name(node) in ctx.api.memory.empty_cache:
+        if ctx.call_name(node) in vocabulary.names("memory.empty_cache"):
             yield node
 
 
@@ -277,7 +278,7 @@ for bs in (32, 16, 8):
         if call is None or loop is None or not _pool_given(call, ctx):
             return
         for inner in calls_in(loop.body.body):
-            if ctx.call_name(inner) in ctx.api.memory.empty_cache:
+            if ctx.call_name(inner) in vocabulary.names("memory.empty_cache"):
                 yield inner
 
 
@@ -517,7 +518,7 @@ def evaluate(runner, batches):
             return
         if isinstance(node, cst.Call):
             method = ctx.method(node)
-            if method is not None and method[1] in ctx.api.memory.stores:
+            if method is not None and method[1] in vocabulary.names("memory.stores", "methods"):
                 stored = [a.value for a in node.args]
             else:
                 stored = _kept_arguments(node, ctx)  # `state.collect(out)`, which appends it to a list on self
@@ -563,13 +564,13 @@ def _kept_arguments(call: cst.Call, ctx) -> list[cst.BaseExpression]:
 def _kept_parameters(function, ctx) -> set[str]:
     if not function.is_method or not function.params:
         return set()
-    if function.outline is not None and function.outline.facts.called.isdisjoint(ctx.api.memory.stores):
+    if function.outline is not None and function.outline.facts.called.isdisjoint(vocabulary.names("memory.stores", "methods")):
         return set()  # stores nothing: its body need not be parsed (every call of a replay loop asks)
     this, params = function.params[0].name.value, {p.name.value for p in function.params[1:]}
     kept = set()
     for node in descendants(function.node):
         method = call_method(node) if isinstance(node, cst.Call) else None
-        if method is None or method[1] not in ctx.api.memory.stores:
+        if method is None or method[1] not in vocabulary.names("memory.stores", "methods"):
             continue
         receiver = method[0]
         if isinstance(receiver, cst.Attribute) and isinstance(receiver.value, cst.Name) and receiver.value.value == this:

@@ -10,6 +10,7 @@ from typing import Optional
 
 import libcst as cst
 
+from cglint import vocabulary
 from cglint.engine.syntax import assigned_names, code_of, descendants, named_attribute_write, registers_tensor
 from cglint.engine.values import Kind
 from cglint.rule import REPLAY, Hit, Rule
@@ -71,7 +72,7 @@ def _derived_from_itself(target: cst.BaseExpression, value: cst.BaseExpression, 
     (`self.x = feats.to(self.x.device)` is a new tensor)."""
     wanted = code_of(target)
     nodes = [value, *descendants(value)]
-    metadata = {id(n.value) for n in nodes if isinstance(n, cst.Attribute) and n.attr.value in ctx.api.values.host_attributes}
+    metadata = {id(n.value) for n in nodes if isinstance(n, cst.Attribute) and n.attr.value in vocabulary.names("values.host_attributes")}
     return any(
         code_of(node) == wanted for node in nodes if isinstance(node, (cst.Name, cst.Attribute)) and id(node) not in metadata
     )
@@ -356,7 +357,7 @@ with torch.cuda.graph(g):
 
     def check(self, node, ctx):
         name = ctx.call_name(node)
-        if name in ctx.api.factories.from_host_data and ctx.is_device_tensor(node):
+        if name in vocabulary.names("realloc.from_host_data", "functions") and ctx.is_device_tensor(node):
             yield node
             return
         method = ctx.method(node)

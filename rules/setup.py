@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cglint import vocabulary
 from cglint.engine.captures import CaptureKind
 from cglint.engine.syntax import calls_in, code_of, descendants, is_false, keyword, positional
 from cglint.rule import CAPTURE, Hit, Rule
@@ -53,7 +54,7 @@ with torch.cuda.graph(g):
     )
 
     def check(self, node, ctx):
-        if ctx.call_name(node) in ctx.api.setup.checkpoint and not is_false(keyword(node, "preserve_rng_state")):
+        if ctx.call_name(node) in vocabulary.names("setup.checkpoint") and not is_false(keyword(node, "preserve_rng_state")):
             yield node
 
 
@@ -100,7 +101,7 @@ with torch.cuda.graph(g):
         optimizer = ctx.value(method[0])
         if optimizer.tag != "optimizer" or optimizer.origin is None:
             return
-        if optimizer.origin.qualname not in ctx.api.setup.capturable_optimizers:
+        if optimizer.origin.qualname not in vocabulary.names("setup.capturable_optimizers"):
             return
         flag = keyword(optimizer.origin.call, "capturable")
         if flag is None or is_false(flag):
@@ -153,7 +154,7 @@ graphed = torch.cuda.make_graphed_callables(model, (sample,))
         for stmt in before:
             for call in calls_in([stmt]):
                 func = call.func
-                if isinstance(func, cst.Attribute) and func.attr.value in ctx.api.setup.hook_methods and code_of(func.value) in modules:
+                if isinstance(func, cst.Attribute) and func.attr.value in vocabulary.names("setup.hook_methods") and code_of(func.value) in modules:
                     handles = [code_of(t.target) for t in stmt.body[0].targets] if _is_assign(stmt) else []
                     if not any(h in removed for h in handles):
                         yield Hit(node, {"module": code_of(func.value), "hook": code_of(call)})
@@ -295,7 +296,7 @@ with torch.cuda.graph(g):
     )
 
     def check(self, node, ctx):
-        if not any(isinstance(n, cst.Call) and ctx.call_name(n) in ctx.api.capture.capturing_check for n in [node.test, *descendants(node.test)]):
+        if not any(isinstance(n, cst.Call) and ctx.call_name(n) in vocabulary.names("capture.capturing_check") for n in [node.test, *descendants(node.test)]):
             return
         if isinstance(node, cst.IfExp):
             yield node.test

@@ -11,6 +11,7 @@ from typing import Optional
 
 import libcst as cst
 
+from cglint import vocabulary
 from cglint.engine.captures import capture_method
 from cglint.engine.syntax import code_of, descendants, is_true, keyword, positional
 from cglint.rule import CAPTURE, Hit, Rule
@@ -20,7 +21,7 @@ def _stream_context(with_node: cst.With, ctx) -> Optional[cst.BaseExpression]:
     """`s` in `with torch.cuda.stream(s):`."""
     for item in with_node.items:
         call = item.item
-        if isinstance(call, cst.Call) and ctx.call_name(call) in ctx.api.streams.context:
+        if isinstance(call, cst.Call) and ctx.call_name(call) in vocabulary.names("streams.context"):
             args = positional(call)
             return keyword(call, "stream") or (args[0] if args else None)
     return None
@@ -35,7 +36,7 @@ def _no_fork_needed(stream: cst.BaseExpression, ctx) -> bool:
     caller (whose fork and join the caller owns), or the legacy stream (CG803)."""
     if isinstance(stream, cst.Name) and stream.value == "None":
         return True
-    if _is_current(stream, ctx) or isinstance(stream, cst.Call) and ctx.call_name(stream) in ctx.api.streams.legacy:
+    if _is_current(stream, ctx) or isinstance(stream, cst.Call) and ctx.call_name(stream) in vocabulary.names("streams.legacy"):
         return True
     if isinstance(stream, cst.Name) and stream.value in {p.name.value for p in ctx.function.params}:
         return True
@@ -51,7 +52,7 @@ def _no_fork_needed(stream: cst.BaseExpression, ctx) -> bool:
 
 def _is_current(stream: cst.BaseExpression, ctx) -> bool:
     """`torch.cuda.current_stream()`: the capturing stream itself."""
-    return isinstance(stream, cst.Call) and ctx.call_name(stream) in ctx.api.streams.current
+    return isinstance(stream, cst.Call) and ctx.call_name(stream) in vocabulary.names("streams.current")
 
 
 def _forked(stream: str, statements) -> bool:
@@ -306,7 +307,7 @@ with torch.cuda.graph(g):
     )
 
     def check(self, node, ctx):
-        if ctx.call_name(node) in ctx.api.streams.legacy:
+        if ctx.call_name(node) in vocabulary.names("streams.legacy"):
             yield node
 
 
@@ -316,7 +317,7 @@ def _on_side_stream(node: cst.CSTNode, function, ctx) -> bool:
         if isinstance(outer, cst.With) and _stream_context(outer, ctx) is not None:
             return True
     before = _calls(ctx.before(node, function))
-    if any(ctx.call_name(c) in ctx.api.streams.set_stream for c in before):
+    if any(ctx.call_name(c) in vocabulary.names("streams.set_stream") for c in before):
         return True
     # A context entered by hand (`self.stream_ctx.__enter__()`, as torch.cuda.graph does) may
     # be a stream: the checker cannot tell, so it does not claim the default stream.
@@ -429,7 +430,7 @@ end.record()
     )
 
     def check(self, node, ctx):
-        if ctx.call_name(node) in ctx.api.streams.events and is_true(keyword(node, "enable_timing")):
+        if ctx.call_name(node) in vocabulary.names("streams.events") and is_true(keyword(node, "enable_timing")):
             if not any(isinstance(s, cst.If) and _lazy_guard(s.test) for s in ctx.enclosing(node)):
                 yield node
 
@@ -490,7 +491,7 @@ with torch.cuda.graph(g):
     )
 
     def check(self, node, ctx):
-        if ctx.call_name(node) in ctx.api.streams.set_stream and not _switch_kept_in_capture(node, ctx):
+        if ctx.call_name(node) in vocabulary.names("streams.set_stream") and not _switch_kept_in_capture(node, ctx):
             yield node
 
 

@@ -10,6 +10,7 @@ from typing import Iterator
 
 import libcst as cst
 
+from cglint import vocabulary
 from cglint.engine.captures import CaptureKind, capture_method
 from cglint.engine.definitions import FunctionInfo
 from cglint.engine.syntax import assigned_names, called_names, calls_in, code_of, decorator_callee, dotted_name, executed, reads
@@ -101,7 +102,7 @@ def _calls_any(call: cst.Call, names: set[str], ctx) -> bool:
 def on_side_stream(call: cst.Call, function, ctx) -> bool:
     for outer in ctx.enclosing(call, function):
         if isinstance(outer, cst.With) and any(
-            isinstance(i.item, cst.Call) and ctx.call_name(i.item) in ctx.api.streams.context for i in outer.items
+            isinstance(i.item, cst.Call) and ctx.call_name(i.item) in vocabulary.names("streams.context") for i in outer.items
         ):
             return True
     return False
@@ -114,7 +115,7 @@ def _compiled(call: cst.Call, ctx) -> bool:
         return True
     for target in callee.targets:
         for decorator in getattr(target, "decorators", ()):  # project functions and lambdas
-            if ctx.qualname(decorator_callee(decorator)) in ctx.api.capture.compile:
+            if ctx.qualname(decorator_callee(decorator)) in vocabulary.names("capture.compile"):
                 return True
     return False
 
@@ -252,7 +253,7 @@ def _initializes(capture, ctx) -> bool:
     """Whether the captured work calls something whose first run initializes a library. A
     test that captures only `torch.arange`/`new_ones`/`zero_` metadata builders (SGLang's)
     captures fine without a warmup."""
-    lazy = ctx.api.setup.lazy_init
+    lazy = vocabulary.names("setup.lazy_init")
     return any(key in lazy or any(key.startswith(p) for p in lazy if p.endswith(".")) for key in capture.calls)
 
 
@@ -308,7 +309,7 @@ def main():
         capture = ctx.capture
         if not manual_capture(capture) or capture.host is None:
             return
-        if ".backward" not in capture.calls and not capture.calls & ctx.api.setup.backward:
+        if ".backward" not in capture.calls and not capture.calls & vocabulary.names("setup.backward"):
             return
         before = ctx.site_before()
         entries = _entries(capture, ctx)

@@ -138,11 +138,11 @@ def test_configured_entries_are_found_by_their_module_and_nothing_else_is_parsed
 
 
 def test_the_byte_scan_knows_every_compile_form_the_engine_recognises():
-    from cglint.engine.api import tables
+    from cglint import vocabulary
     from cglint.engine.prefilter import CAPTURE_TOKENS
 
-    capture = tables().capture
-    for word in capture.cudagraph_modes | capture.cudagraph_backends | capture.cudagraph_options:
+    forms = ("capture.cudagraph_modes", "capture.cudagraph_backends", "capture.cudagraph_options")
+    for word in frozenset().union(*(vocabulary.names(form) for form in forms)):
         assert {f'"{word}"', f"'{word}'"} <= CAPTURE_TOKENS, word
 
 

@@ -68,7 +68,7 @@ def test_adding_a_rule_names_paths_and_commands_that_exist():
     section = text.split("## Adding a rule\n", 1)[1].split("\n## ", 1)[0]
     root = README.parent
     paths = [p.replace("CGxxx", "CG101") for p in re.findall(r"`((?:rules|bench|cglint|tests|docs)/[\w./-]+)`", section)]
-    assert paths == ["tests/test_rule_examples.py", "cglint/catalogue.py", "rules/torch_api.toml", "rules/index.toml", "docs/rules.md",
+    assert paths == ["tests/test_rule_examples.py", "cglint/catalogue.py", "rules/vocabulary.toml", "cglint/vocabulary.py", "rules/index.toml", "docs/rules.md",
                      "docs/verify.md", "tests/test_docs.py", "bench/gpu_cases/CG101.py", "rules/gpu-evidence.json", "tests/test_gpu_evidence.py"]
     assert [p for p in paths if not (root / p).exists()] == []
     # The regenerate step names every file the command writes.

@@ -1,17 +1,18 @@
 """Recognising capture sites: the forms that make code run under CUDA-graph capture.
 
 Everything here answers "is this node a capture form, and what does it capture?"
-from the symbol tables; the walker decides when to ask.
+from the vocabulary; the walker decides when to ask.
 """
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from functools import cache
 from typing import TYPE_CHECKING, Optional, Union
 
 import libcst as cst
 
-from cglint.engine.api import tables
+from cglint import vocabulary
 from cglint.engine.definitions import FunctionInfo, ModuleInfo
 from cglint.engine.syntax import call_method, code_of, keyword, positional, string_value
 from cglint.engine.values import Value, evaluate
@@ -22,14 +23,15 @@ if TYPE_CHECKING:
 
 class CaptureKind(enum.Enum):
     """What makes code run captured. The values are the region kinds of the JSON output,
-    a stable contract: a new form gets a new member, existing values never change."""
+    a stable contract: a new form gets a new member, existing values never change. The values
+    are the vocabulary's `capture.kinds`, which the verifier reports its captures under too."""
 
-    GRAPH_BLOCK = "torch.cuda.graph"  # `with torch.cuda.graph(g):` captures its body
-    CAPTURE_SPAN = "capture_begin"  # `g.capture_begin()` ... `g.capture_end()`
-    GRAPHED_CALLABLES = "make_graphed_callables"  # captures the callables it is given
-    COMPILED = "torch.compile"  # a compiled function with CUDA graphs on (its own semantics: docs/design.md, Compiled regions)
-    HELPER = "capture helper"  # a project function that captures, or one named in `capture-functions`
-    CONFIGURED = "captured (configuration)"  # a function named in `captured`
+    GRAPH_BLOCK = vocabulary.capture_kind("graph_block")  # `with torch.cuda.graph(g):` captures its body
+    CAPTURE_SPAN = vocabulary.capture_kind("capture_span")  # `g.capture_begin()` ... `g.capture_end()`
+    GRAPHED_CALLABLES = vocabulary.capture_kind("graphed_callables")  # captures the callables it is given
+    COMPILED = vocabulary.capture_kind("compiled")  # a compiled function with CUDA graphs on (its own semantics: docs/design.md, Compiled regions)
+    HELPER = vocabulary.capture_kind("helper")  # a project function that captures, or one named in `capture-functions`
+    CONFIGURED = vocabulary.capture_kind("configured")  # a function named in `captured`
 
 
 @dataclass(frozen=True)
@@ -94,7 +96,12 @@ def call_keys(call: cst.Call, scope: "Scope") -> set[str]:
 
 
 def is_graph_context(call: cst.BaseExpression, scope: "Scope") -> bool:
-    return isinstance(call, cst.Call) and scope.qualname(call.func) in tables().capture.graph_context
+    return isinstance(call, cst.Call) and scope.qualname(call.func) in vocabulary.names("capture.graph_context")
+
+
+@cache
+def _graph_methods() -> dict[str, str]:
+    return {name: role for role in ("begin", "end", "replay") for name in vocabulary.names("capture.graph_methods", role)}
 
 
 def capture_method(call: cst.Call) -> Optional[str]:
@@ -102,22 +109,20 @@ def capture_method(call: cst.Call) -> Optional[str]:
     method = call_method(call)
     if method is None:
         return None
-    names = tables().capture
-    return {names.begin_method: "begin", names.end_method: "end", names.replay_method: "replay"}.get(method[1])
+    return _graph_methods().get(method[1])
 
 
 def captured_callables(call: cst.Call, scope: "Scope") -> Optional[tuple[CaptureKind, list[cst.BaseExpression]]]:
     """(kind, callable expressions) when `call` captures the callables it is given."""
-    names = tables().capture
     qualified = scope.qualname(call.func)
-    if qualified in names.graphed_callables:
+    if qualified in vocabulary.names("capture.graphed_callables"):
         args = positional(call)
         first = args[0] if args else keyword(call, "callables")
         if first is None:
             return None
         items = [e.value for e in first.elements] if isinstance(first, (cst.Tuple, cst.List)) else [first]
         return CaptureKind.GRAPHED_CALLABLES, items
-    if qualified in names.compile and compiles_cudagraphs(call, scope):
+    if qualified in vocabulary.names("capture.compile") and compiles_cudagraphs(call, scope):
         args = positional(call)
         if args:
             return CaptureKind.COMPILED, [args[0]]
@@ -128,18 +133,17 @@ def compiles_cudagraphs(call: cst.Call, scope: Optional["Scope"] = None) -> bool
     """torch.compile(mode="reduce-overhead"), backend="cudagraphs", or options that turn cudagraphs on.
     A mode or backend may be a module constant or a parameter with a literal default
     (`def build(mode="reduce-overhead"): torch.compile(m, mode=mode)`)."""
-    names = tables().capture
-    if _string(keyword(call, "mode"), scope) in names.cudagraph_modes:
+    if _string(keyword(call, "mode"), scope) in vocabulary.names("capture.cudagraph_modes"):
         return True
     backend = keyword(call, "backend")
     if backend is None and isinstance(call.func, cst.Attribute) and call.func.attr.value == "optimize" and call.args:
         backend = call.args[0].value  # torch._dynamo.optimize("cudagraphs")
-    if _string(backend, scope) in names.cudagraph_backends:
+    if _string(backend, scope) in vocabulary.names("capture.cudagraph_backends"):
         return True
     options = keyword(call, "options")
     if isinstance(options, cst.Dict):
         for element in options.elements:
-            if isinstance(element, cst.DictElement) and string_value(element.key) in names.cudagraph_options:
+            if isinstance(element, cst.DictElement) and string_value(element.key) in vocabulary.names("capture.cudagraph_options"):
                 if isinstance(element.value, cst.Name) and element.value.value == "True":
                     return True
     return False
@@ -169,14 +173,14 @@ def fullgraph(capture: Capture) -> bool:
 def compile_decorator(function: FunctionInfo, scope: "Scope") -> Optional[cst.Decorator]:
     for decorator in function.decorators:
         expr = decorator.decorator
-        if isinstance(expr, cst.Call) and scope.qualname(expr.func) in tables().capture.compile:
+        if isinstance(expr, cst.Call) and scope.qualname(expr.func) in vocabulary.names("capture.compile"):
             if compiles_cudagraphs(expr, scope):
                 return decorator
     return None
 
 
 def is_contextmanager(function: FunctionInfo, scope: "Scope") -> bool:
-    return any(scope.qualname(d.decorator) in tables().capture.contextmanager for d in function.decorators)
+    return any(scope.qualname(d.decorator) in vocabulary.names("capture.contextmanager") for d in function.decorators)
 
 
 def site(module: ModuleInfo, node: cst.CSTNode, text: Optional[str] = None) -> TraceStep:

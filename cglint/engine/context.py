@@ -1,12 +1,10 @@
 """What a rule may ask the engine about the node it is looking at."""
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Iterator, Optional, Union
 
 import libcst as cst
 
-from cglint.engine.api import tables
 from cglint.engine import captures
 from cglint.engine.captures import Capture, CaptureKind, capture_method
 from cglint.engine.definitions import ClassInfo, FunctionInfo
@@ -20,11 +18,6 @@ if TYPE_CHECKING:
 class Context:
     def __init__(self, walker: "Walker"):
         self._walker = walker
-
-    @property
-    def api(self) -> SimpleNamespace:
-        """The PyTorch symbol tables (rules/torch_api.toml)."""
-        return tables()
 
     # --- values ------------------------------------------------------------
     def value(self, expr: cst.BaseExpression) -> Value:

@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional, TypeVar
 
 from cglint import source
 from cglint.discovery import module_name_for, resolved
-from cglint.engine.api import tables
+from cglint import vocabulary
 from cglint.engine.definitions import ClassInfo, Definition, FunctionInfo, ModuleInfo
 from cglint.engine.index import load_module
 from cglint.engine.prefilter import can_capture
@@ -337,7 +337,7 @@ class Project:
 
     def is_autograd_op(self, cls: ClassInfo) -> bool:
         """A custom autograd op (a subclass of torch.autograd.Function): `Op.apply` runs its forward."""
-        return not self.base_names(cls).isdisjoint(tables().values.autograd_functions)
+        return not self.base_names(cls).isdisjoint(vocabulary.names("values.autograd_functions"))
 
     def is_autograd_forward(self, function: FunctionInfo) -> bool:
         return function.name == "forward" and function.cls is not None and self.is_autograd_op(function.cls)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from cglint.engine.api import tables
+from cglint import vocabulary
 from cglint.engine.definitions import FunctionInfo
 from cglint.engine.phases import initializes_once, suite_nodes
 from cglint.engine.syntax import assigned_names, call_method, code_of, descendants, item_name, named_attribute_write
@@ -68,7 +68,7 @@ def _scan(project: "Project", function: FunctionInfo, depth: int) -> frozenset:
             method = call_method(current)
             if method is not None and method[1] in _MODE_SWITCHES and _mode_key(code_of(method[0], 400)) not in restored:
                 found.add(attribute_key("training"))
-            if method is not None and method[1] in tables().host_effect.entry_methods and isinstance(method[0], cst.Attribute):
+            if method is not None and method[1] in vocabulary.names("host_effect.entry_methods") and isinstance(method[0], cst.Attribute):
                 found.update(attribute_write_keys(method[0], scope()))  # `self.ctx.knobs.update(arm)`
             named = named_attribute_write(current)
             if named is not None:  # `self.register_buffer("inv_freq", f)`, `setattr(self, "scale", s)`

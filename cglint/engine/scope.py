@@ -8,7 +8,7 @@ import libcst as cst
 
 from cglint.engine.syntax import descendants, dotted_name
 
-from cglint.engine.api import tables
+from cglint import vocabulary
 from cglint.engine.definitions import AttrWrite, ClassInfo, FunctionInfo, ModuleInfo, dataclass_fields, self_attr
 from cglint.engine.project import Project
 from cglint.engine.registries import written_entries
@@ -359,7 +359,7 @@ class Scope:
         return result
 
     def class_tag(self, cls: ClassInfo) -> str:
-        objects = tables().objects
+        objects = vocabulary.object_tags()
         tags = {objects.get(name, "") for name in self.project.base_names(cls)}
         for tag in ("module_container", "module"):
             if tag in tags:
@@ -566,7 +566,7 @@ def _annotation_value(annotation: cst.BaseExpression, scope: Scope) -> Value:
     if reference.is_class:  # an instance of a project class
         return class_instance(reference.targets[0], scope) if len(reference.targets) == 1 else \
             Value(Kind.OBJECT, targets=reference.targets, tag=scope.class_tag(reference.targets[0]))
-    tag = tables().objects.get(qualified, "")
+    tag = vocabulary.object_tags().get(qualified, "")
     if tag:
         return Value(Kind.OBJECT, tag=tag)
     return instance_of(qualified, scope) or UNKNOWN  # `td: TensorDictBase`: an object of another library

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional
 
 import libcst as cst
 
-from cglint.engine.api import tables
+from cglint import vocabulary
 from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo, self_attr
 from cglint.engine.project import Project
 from cglint.engine.replay_writes import ANY_OWNER, attribute_key, callees_of, initialised_once, item_keys, restored_state
@@ -506,12 +506,12 @@ def _is_list(value: Optional[cst.BaseExpression]) -> bool:
 
 
 def _mutates(method: FunctionInfo, attr: str) -> bool:
-    """Whether the method grows or shrinks the list `self.<attr>` in place (the container
-    methods of torch_api.toml: item assignment and dict methods, which on vLLM and SGLang fill
-    caches on first use, do not count)."""
+    """Whether the method grows or shrinks the list `self.<attr>` in place (the vocabulary's
+    `host_effect.container_writes`, as the checker reads them: item assignment and dict methods,
+    which on vLLM and SGLang fill caches on first use, do not count)."""
     if not method.params or not isinstance(method.node, cst.FunctionDef):
         return False
-    me, growing = method.params[0].name.value, tables().host_effect.container_methods
+    me, growing = method.params[0].name.value, vocabulary.names("host_effect.container_writes")
     return any(
         isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in growing
         and self_attr(node.func.value, me) == attr

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 import libcst as cst
 
-from cglint.engine.api import tables
+from cglint import vocabulary
 from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo
 from cglint.engine.outline import SCOPES as AST_SCOPES
 from cglint.engine.syntax import call_method, descendants, item_name, keyword, positional, reads, string_value
@@ -47,7 +47,7 @@ class Origin:
 class Value:
     kind: Kind = Kind.UNKNOWN
     random: bool = False  # drawn from a host random number generator
-    tag: str = ""  # object tag from the symbol tables: "stream", "generator", ...
+    tag: str = ""  # object tag from the vocabulary's objects.* entries: "stream", "generator", ...
     targets: tuple = ()  # project FunctionInfo / ClassInfo (instances) it may be
     qualname: str = ""  # the external symbol it names (`torch.cuda`, `random.random`)
     is_class: bool = False  # the targets are classes, not instances
@@ -122,7 +122,7 @@ def join(a: Value, b: Value) -> Value:
     # capture form on one branch captures there. Only capture forms: other callables joined with
     # an unknown led into code of other platforms and configurations (DeepSpeed's oneCCL backend).
     for known, other in ((a, b), (b, a)):
-        if other.kind == Kind.UNKNOWN and known.qualname in tables().capture.graph_context:
+        if other.kind == Kind.UNKNOWN and known.qualname in vocabulary.names("capture.graph_context"):
             return known
     return UNKNOWN
 
@@ -284,7 +284,7 @@ def instance_of(qualified: Optional[str], scope: "Scope") -> Optional[Value]:
     project class's object, or an object of another library's class (`TensorDictBase`,
     `NonTensorStack`). None for tensor classes (torch's, `*Tensor` subclasses such as `DTensor`),
     typing names, torch's own types and names that are no class (lower case)."""
-    if not qualified or qualified in tables().values.tensor_classes:
+    if not qualified or qualified in vocabulary.names("values.tensor_classes"):
         return None
     if qualified in _BUILTIN_TYPES:
         return HOST
@@ -354,7 +354,7 @@ def compiling_check(call: cst.Call, scope: "Scope") -> bool:
     `is_torchdynamo_compiling()`: a check in a `try`, `return False` where torch is missing)."""
     if call.args:
         return False
-    checks = tables().capture.compiling_check
+    checks = vocabulary.names("capture.compiling_check")
     qualified = scope.qualname(call.func)
     if qualified is None:
         return False
@@ -405,7 +405,7 @@ def _is_tensor_check(call: cst.Call, scope: "Scope") -> Optional[bool]:
     args = [a.value for a in call.args]
     if len(args) == 2 and scope.qualname(args[1]) in _HOST_TYPES and evaluate(args[0], scope).is_tensor:
         return False  # `isinstance(args[0], bool)` of a tensor (Transformer Engine's checkpoint)
-    if len(args) != 2 or scope.qualname(args[1]) not in tables().values.tensor_classes:
+    if len(args) != 2 or scope.qualname(args[1]) not in vocabulary.names("values.tensor_classes"):
         return None
     value = evaluate(args[0], scope)
     if value.is_tensor:
@@ -655,7 +655,7 @@ def host_reads(expr: cst.BaseExpression, scope: "Scope") -> Iterator[cst.BaseExp
 
 def output_root(expr: cst.BaseExpression) -> cst.BaseExpression:
     """What `expr` still shares memory with: `y` for `y[:n]`, `y.view(...)`, `y.detach()`, `y.T`."""
-    views = tables().memory.views
+    views = vocabulary.names("memory.views")
     while True:
         if isinstance(expr, cst.Subscript):
             expr = expr.value
@@ -673,15 +673,15 @@ def _attribute(expr: cst.Attribute, scope: "Scope") -> Value:
         return scope.reference(qualified)
     base = evaluate(expr.value, scope)
     attr = expr.attr.value
-    if base.is_tensor or (base.kind == Kind.UNKNOWN and attr in tables().values.host_attributes):
-        if attr in tables().values.host_attributes:
+    if base.is_tensor or (base.kind == Kind.UNKNOWN and attr in vocabulary.names("values.host_attributes")):
+        if attr in vocabulary.names("values.host_attributes"):
             return Value(Kind.HOST, data=True) if base.data else HOST
         if attr in ("T", "mT", "H", "mH", "data", "real", "imag", "grad"):
             return base if base.is_tensor else UNKNOWN
         return UNKNOWN
     if base.kind == Kind.OBJECT:
         value = _attribute_of(base, attr, scope)
-        if value.kind == Kind.UNKNOWN and base.tag == "module" and attr in tables().values.module_host_attributes:
+        if value.kind == Kind.UNKNOWN and base.tag == "module" and attr in vocabulary.names("values.module_host_attributes"):
             return HOST
         return value
     if base.kind == Kind.HOST:
@@ -847,25 +847,24 @@ def _may_return_numbers(function: FunctionInfo) -> bool:
 
 
 def _call_qualified(call: cst.Call, qualified: str, scope: "Scope") -> Value:
-    t = tables()
-    if qualified in t.objects:
-        tag = t.objects[qualified]
+    if qualified in vocabulary.object_tags():
+        tag = vocabulary.object_tags()[qualified]
         if tag == "module_container":  # nn.ModuleList([Layer() for ...]), nn.Sequential(A(), B())
             return Value(Kind.OBJECT, tag=tag, targets=_contained_modules(call, scope))
         targets: tuple = ()
-        if tag in t.values.wrapping_tags and positional(call):  # torch.compile(fn), DDP(model): calls reach the wrapped code
+        if tag in vocabulary.tags_with("wraps") and positional(call):  # torch.compile(fn), DDP(model): calls reach the wrapped code
             wrapped = evaluate(positional(call)[0], scope)
             targets = wrapped.targets if wrapped.kind == Kind.OBJECT and not wrapped.is_class else ()
         return Value(Kind.OBJECT, tag=tag, targets=targets, origin=Origin(call, qualified, scope.function))
-    if qualified in t.values.device_modules:
+    if qualified in vocabulary.names("values.device_modules"):
         return Value(Kind.OBJECT, qualname="torch.cuda")
-    if qualified in t.values.partials and positional(call):
+    if qualified in vocabulary.names("values.partials") and positional(call):
         # `partial(decode_step, model, scores=scores)` is called like decode_step, with these first.
         wrapped = evaluate(positional(call)[0], scope)
         given = tuple(evaluate(a, scope) for a in positional(call)[1:])
         named = tuple((a.keyword.value, evaluate(a.value, scope)) for a in call.args if a.keyword is not None)
         return replace(wrapped, bound=(given, named)) if wrapped.targets else wrapped
-    if qualified in t.values.copies and positional(call):
+    if qualified in vocabulary.names("values.copies") and positional(call):
         return evaluate(positional(call)[0], scope)
     if qualified == "dict":
         return dict_call(call, scope)
@@ -882,14 +881,14 @@ def _call_qualified(call: cst.Call, qualified: str, scope: "Scope") -> Value:
         return returned_value(definition, scope)
     if isinstance(definition, ModuleInfo):
         return UNKNOWN
-    if definition is None and not qualified.startswith("torch.") and qualified not in t.values.host_builtins:
+    if definition is None and not qualified.startswith("torch.") and qualified not in vocabulary.names("values.host_builtins"):
         constructed = instance_of(qualified, scope)  # `TensorDict(...)`: an object of another library
         if constructed is not None:
             return constructed
-    if qualified in t.values.host_functions or qualified in t.values.host_builtins:
+    if qualified in vocabulary.names("values.host_functions") or qualified in vocabulary.names("values.host_builtins"):
         args = [evaluate(a, scope) for a in positional(call)]
         # int(t.sum()), float(t): a number read from tensor data; len(idx) of a data-sized tensor.
-        reads_data = qualified in ("int", "float", "bool", "complex") and any(a.kind == Kind.TENSOR for a in args)
+        reads_data = qualified in vocabulary.names("sync.scalar_reads", "builtins") and any(a.kind == Kind.TENSOR for a in args)
         return Value(Kind.HOST, data=True) if reads_data or any(a.data for a in args) else HOST
     if qualified in ("min", "max", "sum", "abs"):
         return _combine([evaluate(a, scope) for a in positional(call)] or [UNKNOWN])
@@ -901,20 +900,20 @@ def _call_qualified(call: cst.Call, qualified: str, scope: "Scope") -> Value:
         return Value(Kind.NUMPY, random=True)
     if qualified.startswith("numpy."):
         return Value(Kind.NUMPY)
-    if qualified in t.factories.creation:
+    if qualified in vocabulary.names("factories.creation"):
         made = _factory(call, qualified, scope)
         dtype = keyword(call, "dtype")
         # `torch.zeros(bs, dtype=torch.bool)`: a mask, which indexing counts on the host.
         return replace(made, tag=MASK) if made.is_tensor and dtype is not None and scope.qualname(dtype) == "torch.bool" else made
-    if qualified in t.values.tensor_classes:
+    if qualified in vocabulary.names("values.tensor_classes"):
         return TENSOR  # nn.Parameter(torch.zeros(n)): a tensor, whatever its capitalised name says
     if qualified.startswith("torch."):
         last = qualified.rsplit(".", 1)[-1]
-        if last.startswith(tuple(t.values.host_prefixes)) or qualified in t.values.host_results:
+        if last.startswith(tuple(vocabulary.names("values.host_prefixes"))) or qualified in vocabulary.names("values.host_results"):
             return HOST  # predicates, getters, settings: torch.is_grad_enabled(), torch.are_deterministic_algorithms_enabled()
         if any(part.startswith("_") for part in qualified.split(".")[1:]):
             return UNKNOWN  # private helpers are no tensor ops we know
-        if last in t.values.mask_ops:
+        if last in vocabulary.names("values.mask_ops"):
             return Value(Kind.TENSOR, tag=MASK)
         if _sized_by_data(last, call, scope, method=False):
             return Value(Kind.TENSOR, data=True)
@@ -979,9 +978,8 @@ def name_pattern(expr: cst.BaseExpression) -> Optional["re.Pattern[str]"]:
 
 
 def _factory(call: cst.Call, qualified: str, scope: "Scope") -> Value:
-    t = tables()
-    random = qualified in t.factories.random
-    if qualified in t.factories.like:
+    random = qualified in vocabulary.names("factories.random")
+    if qualified in vocabulary.names("factories.like"):
         args = positional(call)
         source = evaluate(args[0], scope) if args else UNKNOWN
         device = device_of(call, scope)
@@ -996,9 +994,8 @@ def _factory(call: cst.Call, qualified: str, scope: "Scope") -> Value:
 
 
 def _call_method(call: cst.Call, receiver: Value, name: str, scope: "Scope") -> Value:
-    t = tables()
     if receiver.kind == Kind.OBJECT:
-        if name in t.values.module_self_methods and (receiver.tag in ("module", "module_container") or receiver.targets):
+        if name in vocabulary.names("values.module_self_methods") and (receiver.tag in ("module", "module_container") or receiver.targets):
             return receiver  # model.cuda(), model.to(device), model.eval() return the module itself
         if receiver.targets and any(isinstance(t, ClassInfo) for t in receiver.targets):
             member = scope.member(receiver, name)
@@ -1019,12 +1016,12 @@ def _call_method(call: cst.Call, receiver: Value, name: str, scope: "Scope") -> 
         return Value(Kind.NUMPY, receiver.random)
     if receiver.kind == Kind.HOST:
         return HOST if name not in ("cuda", "to") else UNKNOWN
-    tensorish = receiver.is_tensor or (receiver.kind == Kind.UNKNOWN and name in t.values.tensor_methods)
-    if name in t.values.host_methods and receiver.is_tensor:
+    tensorish = receiver.is_tensor or (receiver.kind == Kind.UNKNOWN and name in vocabulary.names("values.tensor_methods"))
+    if name in vocabulary.names("values.host_methods") and receiver.is_tensor:
         return Value(Kind.HOST, data=True) if receiver.data else HOST
-    if name in ("item", "tolist") and receiver.kind == Kind.CPU_TENSOR:
+    if name in vocabulary.names("values.number_reads") and receiver.kind == Kind.CPU_TENSOR:
         return HOST  # read from host memory: no device data, nothing waits for the GPU
-    if name in ("item", "tolist") and (receiver.is_tensor or receiver.kind == Kind.UNKNOWN):
+    if name in vocabulary.names("values.number_reads") and (receiver.is_tensor or receiver.kind == Kind.UNKNOWN):
         return Value(Kind.HOST, data=True)
     if not tensorish and name not in ("cpu", "numpy", "pin_memory"):
         return UNKNOWN
@@ -1041,9 +1038,9 @@ def _call_method(call: cst.Call, receiver: Value, name: str, scope: "Scope") -> 
         if target == "device":
             return TENSOR
     kind = Kind.CPU_TENSOR if receiver.kind == Kind.CPU_TENSOR else Kind.TENSOR
-    if name in t.values.mask_ops:
+    if name in vocabulary.names("values.mask_ops"):
         return Value(kind, receiver.random, MASK)
-    data = _sized_by_data(name, call, scope, method=True) or (receiver.data and name not in t.values.reductions)
+    data = _sized_by_data(name, call, scope, method=True) or (receiver.data and name not in vocabulary.names("values.reductions"))
     return Value(kind, receiver.random, data=data)
 
 
@@ -1052,7 +1049,7 @@ def _sized_by_data(name: str, call: cst.Call, scope: "Scope", method: bool) -> b
     `torch.where(cond)` does, `torch.where(cond, a, b)` and `x.where(cond, y)` select
     elementwise; `repeat_interleave` does only with tensor repeats and no `output_size`
     (Transformer Engine repeats its KV heads by a host int)."""
-    if name not in tables().values.data_size_ops:
+    if name not in vocabulary.names("values.data_sized"):
         return False
     args = positional(call)
     if name == "where":

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Iterable, Optional, Union
 import libcst as cst
 
 from cglint.engine import captures, indirect
-from cglint.engine.api import tables
+from cglint import vocabulary
 from cglint.engine.captures import CaptureKind
 from cglint.engine.context import Context
 from cglint.engine.definitions import ClassInfo, FunctionInfo, dataclass_fields, self_attr
@@ -301,7 +301,7 @@ class Walker:
             return None
         negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
         inner = test.expression if negated else test  # type: ignore[attr-defined]
-        if isinstance(inner, cst.Call) and self.scope.qualname(inner.func) in tables().capture.capturing_check:
+        if isinstance(inner, cst.Call) and self.scope.qualname(inner.func) in vocabulary.names("capture.capturing_check"):
             return "body" if negated else "orelse"
         return None
 
@@ -546,7 +546,7 @@ class Walker:
         """`setattr(model, "temperature", t)` and `self.register_buffer("inv_freq", f)` write an
         attribute like an assignment, and `cfg.knobs.update(arm)` writes the entries of `cfg.knobs`."""
         method = call_method(node)
-        if method is not None and method[1] in tables().host_effect.entry_methods and isinstance(method[0], (cst.Attribute, cst.Name)):
+        if method is not None and method[1] in vocabulary.names("host_effect.entry_methods") and isinstance(method[0], (cst.Attribute, cst.Name)):
             self.engine.note_host_write(self.function, method[0], self.after_capture, self.scope, self.statement)
             return
         target = named_attribute_write(node)
