@@ -898,7 +898,7 @@ def generate(model, tokens, steps):
             return
         for arg in _arguments(node):
             for value in _assignments_in(loop, arg.value):
-                if isinstance(value, cst.Call) and ctx.call_name(value) in ("torch.cat", "torch.concat", "torch.concatenate"):
+                if isinstance(value, cst.Call) and ctx.call_name(value) in vocabulary.names("shapes.concatenations"):
                     parts = positional(value)[0] if positional(value) else None
                     if isinstance(parts, (cst.List, cst.Tuple)) and any(isinstance(e.value, cst.Name) and e.value.value == arg.value for e in parts.elements):
                         yield Hit(node, {"arg": arg.value, "call": code_of(node.func), "growth": f"`{code_of(value, limit=60)}`"}, capture)

@@ -8,11 +8,18 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cglint import vocabulary
 from cglint.engine.syntax import dotted_name, keyword
 from cglint.engine.values import Kind
 from cglint.rule import Rule
 
 _FROZEN = "is drawn once, at capture; every replay reuses the same value"
+
+
+def _draws(key: str, name: str) -> bool:
+    """A call of a function of the entry's `modules` (`random.random`) that is not one of its `constructors`."""
+    modules = tuple(f"{module}." for module in vocabulary.names(key, "modules"))
+    return name.startswith(modules) and name not in vocabulary.names(key, "constructors")
 
 
 class PythonRandom(Rule):
@@ -56,7 +63,7 @@ with torch.cuda.graph(g):
 
     def check(self, node, ctx):
         name = ctx.call_name(node) or ""
-        if name.startswith("random.") and name not in ("random.Random", "random.SystemRandom"):
+        if _draws("cpu_rng.python_random", name):
             yield node
             return
         method = ctx.method(node)
@@ -102,7 +109,7 @@ with torch.cuda.graph(g):
 
     def check(self, node, ctx):
         name = ctx.call_name(node) or ""
-        if name.startswith("numpy.random.") and name not in ("numpy.random.default_rng", "numpy.random.Generator"):
+        if _draws("cpu_rng.numpy_random", name):
             yield node
             return
         method = ctx.method(node)
@@ -212,20 +219,18 @@ with torch.cuda.graph(g):
         # `torch.randn(shape).cuda()` -> `torch.randn(shape, device="cuda")`: only a factory call
         # moved as it is, with nothing (generator, pinning, autograd) that ties it to the host.
         receiver = node.func.value if isinstance(node.func, cst.Attribute) else None
-        if not isinstance(receiver, cst.Call) or (dotted_name(receiver.func) or "").rsplit(".", 1)[-1] not in _DEVICE_DRAWS:
+        draws = vocabulary.short(vocabulary.names("cpu_rng.device_draws", "functions"))
+        if not isinstance(receiver, cst.Call) or (dotted_name(receiver.func) or "").rsplit(".", 1)[-1] not in draws:
             return None
-        if any(keyword(receiver, k) is not None for k in ("device", "generator", "out", "pin_memory", "requires_grad")):
+        if any(keyword(receiver, k) is not None for k in vocabulary.names("cpu_rng.device_draws", "tied_keywords")):
             return None
         device = _target_device(node, node.func.attr.value)
         return None if device is None else ctx.with_keyword(receiver, "device", device)
 
 
-_DEVICE_DRAWS = frozenset({"rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like"})
-
-
 def _target_device(call: cst.Call, method: str):
     """The device a `.cuda(...)` / `.to(...)` call names, if that is all it does."""
-    args = [a for a in call.args if not (a.keyword is not None and a.keyword.value in ("non_blocking", "copy"))]
+    args = [a for a in call.args if not (a.keyword is not None and a.keyword.value in vocabulary.names("cpu_rng.device_draws", "move_keywords"))]
     if method == "cuda" and not args:
         return cst.SimpleString('"cuda"')
     if len(args) != 1 or (args[0].keyword is not None and args[0].keyword.value != "device"):
@@ -317,7 +322,7 @@ with torch.cuda.graph(g):
     )
 
     def check(self, node, ctx):
-        if ctx.call_name(node) in ("torch.Generator", "torch.cuda.Generator"):
+        if ctx.call_name(node) in vocabulary.names("cpu_rng.generator_constructors", "functions"):
             yield node
 
 
@@ -373,22 +378,15 @@ with torch.cuda.graph(g):
     )
     # `torch.get_rng_state()` / `set_rng_state()` (also under `torch.random`) are the CPU
     # generator's state: saving it around a captured block (activation checkpointing,
-    # Megatron's RNG tracker) touches nothing the graph owns, so they are not listed.
-    _NAMES = frozenset(
-        {
-            f"{prefix}.{name}"
-            for prefix in ("torch", "torch.cuda", "torch.random")
-            for name in ("manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed")
-        }
-        | {f"torch.cuda.{name}" for name in ("get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all")}
-    )
+    # Megatron's RNG tracker) touches nothing the graph owns, so the vocabulary's
+    # `cpu_rng.seeding` leaves them to the verifier.
 
     def check(self, node, ctx):
-        if ctx.call_name(node) in self._NAMES:
+        if ctx.call_name(node) in vocabulary.names("cpu_rng.seeding", "functions"):
             yield node
             return
         method = ctx.method(node)
-        if method is not None and method[1] in ("manual_seed", "seed", "get_state", "set_state", "initial_seed"):
+        if method is not None and method[1] in vocabulary.names("cpu_rng.seeding", "methods"):
             if ctx.value(method[0]).tag == "generator":
                 yield node
 
@@ -443,16 +441,12 @@ with torch.cuda.graph(g):
 
     def check(self, node, ctx):
         method = ctx.method(node)
-        if method is not None and method[1] in _NUMBER_READS and not node.args:
+        if method is not None and method[1] in vocabulary.names("values.number_reads") and not node.args:
             drawn = method[0]
-        elif ctx.call_name(node) in _NUMBER_CASTS and len(node.args) == 1:
+        elif ctx.call_name(node) in vocabulary.names("sync.scalar_reads", "builtins") and len(node.args) == 1:
             drawn = node.args[0].value
         else:
             return
         value = ctx.value(drawn)
         if value.random and value.kind == Kind.CPU_TENSOR:
             yield node
-
-
-_NUMBER_READS = frozenset({"item", "tolist"})
-_NUMBER_CASTS = frozenset({"float", "int", "bool", "complex"})

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cglint import vocabulary
 from cglint.engine.syntax import code_of, string_value
 from cglint.rule import REPLAY, Hit, Rule
 from cglint.rules.dynamic_shape import changing_number, size_arguments
-
-_HOST_CALLS = ("print", "len", "range", "isinstance", "getattr", "setattr", "hasattr", "str", "repr", "format")
-
 
 def _captured_work(call: cst.Call, ctx) -> bool:
     """A call that launches or records device work: a torch op, a tensor method, project code."""
@@ -53,7 +51,7 @@ def _operands(node: cst.CSTNode, ctx) -> list[cst.BaseExpression]:
         if ctx.is_tensor(node.value):
             return [e.slice.value for e in node.slice if isinstance(e.slice, cst.Index)]
         return []
-    if isinstance(node, cst.Call) and ctx.call_name(node) not in _HOST_CALLS and _captured_work(node, ctx):
+    if isinstance(node, cst.Call) and ctx.call_name(node) not in vocabulary.names("frozen_scalar.host_calls") and _captured_work(node, ctx):
         sizes = {id(s) for s in size_arguments(node, ctx)}  # sizes are CG702's
         return [a.value for a in node.args if id(a.value) not in sizes and not ctx.is_tensor(a.value)]
     return []

@@ -389,13 +389,14 @@ def _kept_in(loop: cst.CSTNode) -> set[str]:
     `self.outputs[bs] = out`), also through names computed from them (Transformer Engine's
     `flat, spec = _tree_flatten(outputs)` before `static_outputs[i] = tuple(flat)`)."""
     kept: set[str] = set()
+    keeping = vocabulary.names("memory.stores", "methods") | vocabulary.names("memory.stores", "dict_methods")
     flows: list[tuple[set[str], set[str]]] = []  # (names assigned, names they are computed from)
     for node in descendants(loop.body):
         if isinstance(node, cst.Assign):
             if any(isinstance(t.target, cst.Subscript) for t in node.targets):
                 kept |= _names(node.value) | {code_of(n) for n in (node.value, *descendants(node.value)) if isinstance(n, cst.Attribute)}
             flows.append((set().union(*(_names(t.target) for t in node.targets)), _names(node.value)))
-        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in ("append", "insert", "setdefault", "update"):
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in keeping:
             kept |= set().union(*(_names(a.value) for a in node.args))
     changed = True
     while changed:

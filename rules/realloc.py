@@ -35,10 +35,7 @@ def _capture_machinery(target: cst.BaseExpression, value: Optional[cst.BaseExpre
     if isinstance(value, cst.Name) and value.value == "None":
         return True
     names = {ctx.value(target).qualname, ctx.call_name(value) if isinstance(value, cst.Call) else None}
-    return bool(names & _MACHINERY)
-
-
-_MACHINERY = frozenset({"torch.cuda.CUDAGraph", "torch.cuda.graphs.CUDAGraph", "torch.cuda.Stream", "torch.cuda.Event"})
+    return bool(names & vocabulary.names("realloc.capture_machinery"))
 
 
 def _replaces_parameter(target: cst.BaseExpression, value: Optional[cst.BaseExpression], ctx) -> bool:
@@ -413,7 +410,7 @@ with torch.cuda.graph(g):
 
     def check(self, node, ctx):
         method = ctx.method(node)
-        if method is not None and method[1] in ("resize_", "resize_as_") and ctx.maybe_tensor(method[0]):
+        if method is not None and method[1] in vocabulary.names("realloc.resize", "methods") and ctx.maybe_tensor(method[0]):
             yield node
 
 

@@ -59,7 +59,7 @@ def _forked(stream: str, statements) -> bool:
     """`s.wait_stream(...)` / `s.wait_event(...)`, or a helper given `s` (`fork(s)`)."""
     for call in _calls(statements):
         func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value in ("wait_stream", "wait_event") and code_of(func.value) == stream:
+        if isinstance(func, cst.Attribute) and func.attr.value in vocabulary.names("streams.waits") and code_of(func.value) == stream:
             return True
         if _helper_given(call, stream):
             return True
@@ -81,7 +81,7 @@ def _joined(stream: str, statements) -> bool:
 
 def _helper_given(call: cst.Call, stream: str) -> bool:
     func = call.func
-    if isinstance(func, cst.Attribute) and func.attr.value in ("stream", "StreamContext", "record_stream", "wait_stream", "wait_event"):
+    if isinstance(func, cst.Attribute) and func.attr.value in vocabulary.names("streams.stream_calls"):
         return False
     return any(code_of(a.value) == stream for a in call.args)
 

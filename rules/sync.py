@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from cglint import vocabulary
 from cglint.engine.syntax import identifiers, is_true, keyword, positional
 from cglint.rule import Rule
 
@@ -71,10 +72,10 @@ with torch.cuda.graph(g):
         if method is not None:
             receiver, name = method
             # A tensor in host memory is read without waiting for the GPU (CG307 covers host draws).
-            if name == "item" and not node.args and ctx.maybe_tensor(receiver) and not ctx.is_host_tensor(receiver):
+            if name in vocabulary.names("sync.scalar_reads", "methods") and not node.args and ctx.maybe_tensor(receiver) and not ctx.is_host_tensor(receiver):
                 yield node
             return
-        if ctx.call_name(node) in ("float", "int", "bool", "complex") and len(node.args) == 1:
+        if ctx.call_name(node) in vocabulary.names("sync.scalar_reads", "builtins") and len(node.args) == 1:
             if ctx.is_device_tensor(node.args[0].value):
                 yield node
 
@@ -136,7 +137,7 @@ with torch.cuda.graph(g):
             return  # copying a tensor that is already in host memory waits for nothing
         if name == "tolist" and node.args:
             return  # Tensor.tolist() takes no arguments: `td.tolist(as_linked_list=True)` is another class's
-        if name in ("cpu", "tolist", "numpy") or (name == "to" and ctx.to_device(node) == "cpu"):
+        if name in vocabulary.names("sync.host_copies", "methods") or (name == "to" and ctx.to_device(node) == "cpu"):
             yield node
 
 
@@ -187,7 +188,7 @@ print("hidden", out)
                     return
             return
         name = ctx.call_name(node)
-        if name in ("print", "str", "repr", "format"):
+        if name in vocabulary.names("sync.formatting", "builtins"):
             if any(ctx.is_tensor(arg.value) for arg in node.args if arg.keyword is None):
                 yield node
 
@@ -318,13 +319,13 @@ with torch.cuda.graph(g):
 
     def check(self, node, ctx):
         name = ctx.call_name(node)
-        if name in ("torch.cuda.synchronize", "torch.synchronize", "torch.cuda.current_stream.synchronize"):
+        if name in vocabulary.names("sync.explicit", "functions"):
             yield node
             return
         method = ctx.method(node)
-        if method is not None and method[1] in ("synchronize", "query"):
+        if method is not None and method[1] in vocabulary.names("sync.explicit", "methods"):
             value = ctx.value(method[0])
-            if value.tag in ("stream", "event"):
+            if value.tag in vocabulary.names("sync.explicit", "receivers"):
                 yield node
 
     def fix(self, node, ctx):
@@ -373,19 +374,17 @@ with torch.cuda.graph(g):
     out = active_rows(static_x)
 ''',
     )
-    _FUNCTIONS = ("torch.nonzero", "torch.argwhere", "torch.masked_select")
-    _METHODS = ("nonzero", "argwhere", "masked_select")
 
     def check(self, node, ctx):
         name = ctx.call_name(node)
-        if name in self._FUNCTIONS:
+        if name in vocabulary.names("sync.data_dependent_size", "functions"):
             yield node
             return
-        if name == "torch.where" and len(node.args) == 1:
+        if name in vocabulary.names("sync.data_dependent_size", "single_argument") and len(node.args) == 1:
             yield node
             return
         method = ctx.method(node)
-        if method is not None and method[1] in self._METHODS and ctx.maybe_tensor(method[0]):
+        if method is not None and method[1] in vocabulary.names("sync.data_dependent_size", "methods") and ctx.maybe_tensor(method[0]):
             yield node
 
 
@@ -501,11 +500,11 @@ with torch.cuda.graph(g):
 
     def check(self, node, ctx):
         name = ctx.call_name(node)
-        if name in ("torch.unique", "torch.unique_consecutive"):
+        if name in vocabulary.names("sync.unique", "functions"):
             yield node
             return
         method = ctx.method(node)
-        if method is not None and method[1] in ("unique", "unique_consecutive") and ctx.maybe_tensor(method[0]):
+        if method is not None and method[1] in vocabulary.names("sync.unique", "methods") and ctx.maybe_tensor(method[0]):
             yield node
 
 
@@ -554,10 +553,10 @@ with torch.cuda.graph(g):
             return
         name = ctx.call_name(node)
         method = ctx.method(node)
-        if name == "torch.repeat_interleave":
+        if name in vocabulary.names("sync.repeat_interleave", "functions"):
             args = positional(node)
             repeats = keyword(node, "repeats") or (args[1] if len(args) > 1 else args[0] if len(args) == 1 else None)
-        elif method is not None and method[1] == "repeat_interleave" and ctx.maybe_tensor(method[0]):
+        elif method is not None and method[1] in vocabulary.names("sync.repeat_interleave", "methods") and ctx.maybe_tensor(method[0]):
             args = positional(node)
             repeats = keyword(node, "repeats") or (args[0] if args else None)
         else:
@@ -604,7 +603,7 @@ with torch.cuda.graph(g):
 
     def check(self, node, ctx):
         method = ctx.method(node)
-        if method is not None and method[1] == "pin_memory" and not ctx.value(method[0]).is_host:
+        if method is not None and method[1] in vocabulary.names("sync.pin_memory", "methods") and not ctx.value(method[0]).is_host:
             yield node
 
 
@@ -647,7 +646,7 @@ scaler.update()
 
     def check(self, node, ctx):
         method = ctx.method(node)
-        if method is not None and method[1] == "step":
+        if method is not None and method[1] in vocabulary.names("sync.grad_scaler", "methods"):
             if ctx.value(method[0]).tag == "grad_scaler":
                 yield node
 

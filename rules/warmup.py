@@ -37,12 +37,9 @@ def _entries(capture, ctx) -> list[cst.Call]:
         root = ctx.value(next(_roots(call.func)))
         # Project code, modules, optimizers, compiled functions: what lazily initializes on
         # a first call. Streams, events and tensors (`x.sum()`) have nothing to warm up.
-        if ctx.value(call.func).targets or root.targets or root.tag in _WARMABLE:
+        if ctx.value(call.func).targets or root.targets or root.tag in vocabulary.tags_with("warms_up"):
             found.append(call)
     return found
-
-
-_WARMABLE = ("module", "module_container", "compiled", "ddp", "optimizer")
 
 
 def _bound(statements, imports: bool = True) -> set[str]:
