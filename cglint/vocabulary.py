@@ -18,7 +18,7 @@ supervising process read it too.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
@@ -63,23 +63,26 @@ class Entry:
         return self.lists.get(name, frozenset())
 
     def static(self, name: str = "names") -> frozenset[str]:
-        """What the checker matches: the list, and its `static_` part."""
-        return self[name] | self.get(f"static_{name}") if name in self.lists else self[f"static_{name}"]
+        """What the checker matches: list `name`, and its `static_` part."""
+        return self._view(name, "static_")
 
     def runtime(self, name: str = "names") -> frozenset[str]:
-        """What the verifier matches: the list, and its `runtime_` part."""
-        return self[name] | self.get(f"runtime_{name}") if name in self.lists else self[f"runtime_{name}"]
+        """What the verifier matches: list `name`, and its `runtime_` part."""
+        return self._view(name, "runtime_")
 
-    @property
+    @cached_property
     def calls(self) -> frozenset[str]:
         """The names a TorchFunctionMode (or a wrapper of torch's callables) sees for the entry's
-        functions, methods and dunders: `func.__name__`, "nonzero" for torch.nonzero."""
-        return (self.runtime("methods") if self._has("methods") else frozenset()) \
-            | (self.runtime("dunders") if self._has("dunders") else frozenset()) \
-            | (short(self.runtime("functions")) if self._has("functions") else frozenset())
+        methods, dunders and functions, with their `runtime_` parts: `func.__name__`, "nonzero"
+        for torch.nonzero. Computed once: the verifier asks on every torch call."""
+        functions = self.get("functions") | self.get("runtime_functions")
+        return self.get("methods") | self.get("runtime_methods") | self.get("dunders") | self.get("runtime_dunders") \
+            | short(functions)
 
-    def _has(self, name: str) -> bool:
-        return name in self.lists or f"runtime_{name}" in self.lists
+    def _view(self, name: str, half: str) -> frozenset[str]:
+        if name not in self.lists and half + name not in self.lists:
+            raise KeyError(f"{self.key} has no list {name!r} ({FILE})")
+        return self.get(name) | self.get(half + name)
 
 
 @dataclass(frozen=True)
@@ -130,7 +133,7 @@ def _entry(key: str, raw: Mapping[str, Any]) -> Entry:
         raise problem("`source` must say where the entry's facts are documented or implemented")
     lists: dict[str, frozenset[str]] = {}
     texts: dict[str, str] = {}
-    flags = set()
+    flags: set[str] = set()
     kinds: dict[str, str] = {}
     for name, value in raw.items():
         if name in ("code", "source"):
@@ -150,7 +153,7 @@ def _entry(key: str, raw: Mapping[str, Any]) -> Entry:
             raise problem(f"`{name}` is neither a list of names nor one of {', '.join((*_TEXTS, *_FLAGS, 'kinds'))}")
     for name in lists:
         for half in _HALVES:
-            if name.startswith(half) and (set(lists[name]) & lists.get(name[len(half):], frozenset())):
+            if name.startswith(half) and lists[name] & lists.get(name[len(half):], frozenset()):
                 raise problem(f"`{name}` repeats names of `{name[len(half):]}`")
     return Entry(key, codes, source, MappingProxyType(lists), kinds=MappingProxyType(kinds),
                  flags=frozenset(flags), **texts)

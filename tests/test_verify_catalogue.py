@@ -1,5 +1,6 @@
-"""The verifier takes every fact about a rule from the catalogue, and its torch symbol
-tables from rules/runtime_api.toml; none of this needs torch."""
+"""The verifier takes every fact about a rule from the catalogue, and its torch symbols from
+the vocabulary both halves read (rules/vocabulary.toml, tests/test_vocabulary.py); none of
+this needs torch."""
 from __future__ import annotations
 
 import subprocess
@@ -10,13 +11,14 @@ import pytest
 
 from cglint.catalogue import by_code, index
 from cglint.rule import RUNTIME
-from cglint.verify.findings import rule_codes, rule_metadata, runtime_api
+from cglint import vocabulary
+from cglint.verify.findings import rule_codes, rule_metadata
 
 
 def reported_codes() -> set[str]:
-    """Every code a module of the verifier can report: the named constants and the tables."""
+    """Every code a module of the verifier can report: the named constants and the vocabulary's."""
     constants = {value for name, value in vars(rule_codes).items() if name.isupper() and not name.startswith("_")}
-    return constants | runtime_api.tables().codes()
+    return constants | vocabulary.codes()
 
 
 def test_every_reported_code_has_the_catalogues_metadata():
@@ -63,33 +65,3 @@ def test_a_misspelt_rule_name_fails_at_lookup():
     assert rule_codes.code_of("pin-memory") == "CG109"
     with pytest.raises(LookupError, match="pin-memroy"):
         rule_codes.code_of("pin-memroy")
-
-
-def test_runtime_api_codes_exist_in_the_catalogue_and_every_entry_has_a_source():
-    api = runtime_api.tables()
-    assert api.codes() <= set(index())
-    groups = (api.calls, api.ops, api.library, api.host)
-    entries = [getattr(g, name) for g in groups for name in vars(g)] + list(api.capture_errors)
-    assert len(entries) == 22 + len(api.capture_errors)
-    for entry in entries:
-        assert entry.source.strip(), entry
-    assert api.host.torch_seeding.module == "torch.random" and "manual_seed" in api.host.torch_seeding.names
-
-
-def test_a_table_the_code_does_not_know_is_an_error():
-    from cglint.datafiles import data_file
-    from cglint.tomlread import toml
-
-    data = toml.loads(data_file("runtime_api.toml").read_text("utf-8"))
-    data["calls"]["misspelt_reads"] = data["calls"].pop("scalar_reads")
-    with pytest.raises(TypeError, match="misspelt_reads"):
-        runtime_api.parse(data)
-
-
-def test_a_code_the_catalogue_lacks_is_an_error():
-    from dataclasses import replace
-
-    api = runtime_api.tables()
-    typo = replace(api, capture_errors=(*api.capture_errors, runtime_api.CaptureError("text", "CG998", "?", "?")))
-    with pytest.raises(ValueError, match="CG998"):
-        runtime_api.checked(typo)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
+from cglint import vocabulary
 from cglint.findings import Region
 from cglint.verify import backend
 from cglint.verify.findings import frames
@@ -49,7 +50,7 @@ def verify(
     sample = inputs.as_tuple(sample_args)
     caller = frames.current_user_frame(2)
     site = frames.where(caller) if caller else None
-    region = Region(frames.display_path(site.path), site.line, "cglint.verify") if site else None
+    region = Region(frames.display_path(site.path), site.line, vocabulary.capture_kind("function")) if site else None
     has_cuda_input = any(t.is_cuda for _, t in inputs.tensors(sample))
     chosen = backend.select(torch.cuda.is_available() and has_cuda_input)
     report = VerifyReport(mode=chosen.mode)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import torch
 
+from cglint import vocabulary
 from cglint.verify import inputs
 from cglint.verify.capture import patches
 from cglint.verify.compiled import regions
@@ -95,7 +96,7 @@ def capture(fn: Callable, static: tuple, *, instrument: bool) -> tuple[Any, Any,
     graph = torch.cuda.CUDAGraph()
     graph._cglint_api = True  # type: ignore[attr-defined]  # the session patches, if installed, leave this capture to us
     # No input tracking or operator trace here: the API owns its inputs and traced the warmup.
-    monitor = CaptureMonitor(kind="cglint.verify", sync_debug=instrument, trace_ops=False)
+    monitor = CaptureMonitor(kind=vocabulary.capture_kind("function"), sync_debug=instrument, trace_ops=False)
     stream = torch.cuda.Stream()
     torch.cuda.synchronize()
     with torch.cuda.stream(stream):

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import torch
 
+from cglint import vocabulary
 from cglint.verify.capture import classify
 from cglint.verify.findings import frames
 from cglint.verify.capture.attributes import Patched
@@ -32,9 +33,7 @@ if TYPE_CHECKING:
 
 # torch functions and tensor methods that take generator= or pin_memory= without being named
 # in CALL_NAMES (`torch.multinomial(p, 1, generator=g)` and `p.multinomial(1, generator=g)`).
-_KWARG_CALLABLES = ("empty", "zeros", "ones", "full", "arange", "empty_strided", "empty_like", "zeros_like",
-                    "ones_like", "full_like", "rand_like", "randn_like", "randint_like", "multinomial",
-                    "bernoulli", "poisson", "new_empty", "new_zeros", "new_ones", "new_full")
+_KWARG_CALLABLES = vocabulary.runtime_names("factories.keyword_takers")
 
 
 def _targets() -> list[tuple[Any, str]]:

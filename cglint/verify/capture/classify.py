@@ -16,13 +16,28 @@ from typing import Any, Collection, Optional
 
 import torch
 
+from cglint import vocabulary
 from cglint.verify.findings import rule_codes as rc
-from cglint.verify.findings.runtime_api import tables
 
 Hit = Optional[tuple[str, str]]
 
-API = tables()
-CALLS, OPS = API.calls, API.ops
+# The vocabulary's entries this module matches, and the names a TorchFunctionMode sees for them.
+_SCALAR_READS = vocabulary.entry("sync.scalar_reads")
+_HOST_COPIES = vocabulary.entry("sync.host_copies")
+_FORMATTING = vocabulary.entry("sync.formatting")
+_SIZED = vocabulary.entry("sync.data_dependent_size")
+_MASK_INDEXING = vocabulary.entry("sync.mask_indexing")
+_UNIQUE = vocabulary.entry("sync.unique")
+_REPEAT = vocabulary.entry("sync.repeat_interleave")
+_PIN = vocabulary.entry("sync.pin_memory")
+_GENERATOR = vocabulary.entry("cpu_rng.custom_generator")
+_HOST_DRAWS = vocabulary.entry("cpu_rng.host_draws")
+_INPLACE_DRAWS = vocabulary.entry("cpu_rng.inplace_draws")
+_COPIES = vocabulary.entry("realloc.device_copies")
+_RESIZE = vocabulary.entry("realloc.resize")
+_FROM_HOST = vocabulary.entry("realloc.from_host_data")
+_SINGLE_ARGUMENT = vocabulary.short(_SIZED.runtime("single_argument"))  # torch.where(condition)
+RANDOM_FACTORIES = _HOST_DRAWS.calls
 
 
 def _is_tensor(x: Any) -> bool:
@@ -80,19 +95,19 @@ def classify_call(name: str, args: tuple, kwargs: dict, *, gpu: bool, frame: Opt
     generator = kwargs.get("generator")
     if generator is not None and not any(generator is owned for owned in owned_generators):
         return rc.CUSTOM_GENERATOR, f"`{name}(generator=...)` draws from a non-default generator"
-    if kwargs.get("pin_memory") is True or name == "pin_memory":
+    if kwargs.get("pin_memory") is True or name in _PIN.calls:
         return rc.PIN_MEMORY, f"`{name}` pins host memory"
     if name == "__bool__":
         if frame is not None and branches_here(frame):
             return rc.TENSOR_DEPENDENT_BRANCH, "Python branch on a tensor value (`Tensor.__bool__`)"
         return rc.TENSOR_TO_SCALAR, "`bool(tensor)` reads a tensor value on the host"
-    if name in CALLS.scalar_reads.names:
-        shown = "`.item()`" if name == "item" else f"`{name.strip('_')}(tensor)`"
-        return CALLS.scalar_reads.code, f"{shown} reads a tensor value on the host"
-    if name in CALLS.host_copies.names and _is_tensor(self):
+    if name in _SCALAR_READS.calls:
+        shown = f"`.{name}()`" if name in _SCALAR_READS.runtime("methods") else f"`{name.strip('_')}(tensor)`"
+        return _SCALAR_READS.code, f"{shown} reads a tensor value on the host"
+    if name in _HOST_COPIES.calls and _is_tensor(self):
         if gpu and self.device.type == "cpu":
             return None
-        return CALLS.host_copies.code, f"`.{name}()` copies a tensor to the host"
+        return _HOST_COPIES.code, f"`.{name}()` copies a tensor to the host"
     if name == "to" and _is_tensor(self):
         target = _to_target(args, kwargs)
         explicit_cpu = any(a == "cpu" for a in args[1:]) or kwargs.get("device") == "cpu"
@@ -110,41 +125,39 @@ def classify_call(name: str, args: tuple, kwargs: dict, *, gpu: bool, frame: Opt
         return None
     if name == "cuda" and _is_tensor(self) and self.device.type == "cpu":
         return rc.HOST_TO_DEVICE_IN_CAPTURE, "`.cuda()` copies a host tensor to the device"
-    if name in CALLS.data_dependent_size.names or (name == "where" and len(args) == 1 and not kwargs):
-        return CALLS.data_dependent_size.code, f"`{name}` has a data-dependent output size (the host waits for it)"
-    if name in CALLS.unique.names:
-        return CALLS.unique.code, f"`{name}` has a data-dependent output size (the host waits for it)"
-    if name == "repeat_interleave" and kwargs.get("output_size") is None:
+    if name in _SIZED.calls or (name in _SINGLE_ARGUMENT and len(args) == 1 and not kwargs):
+        return _SIZED.code, f"`{name}` has a data-dependent output size (the host waits for it)"
+    if name in _UNIQUE.calls:
+        return _UNIQUE.code, f"`{name}` has a data-dependent output size (the host waits for it)"
+    if name in _REPEAT.calls and kwargs.get("output_size") is None:
         repeats = kwargs.get("repeats", args[1] if len(args) > 1 else self)
         if _is_tensor(repeats) and repeats.numel() > 1:
             return rc.REPEAT_INTERLEAVE_WITHOUT_OUTPUT_SIZE, "`repeat_interleave` without output_size reads the total on the host"
         return None
-    if name in ("__getitem__", "__setitem__") and len(args) > 1 and _bool_index(args[1]):
-        return rc.BOOLEAN_MASK_INDEX, "boolean-mask indexing has a data-dependent size (the host waits for it)"
-    if name in CALLS.formatting.names:
-        return CALLS.formatting.code, "formatting a tensor reads its values on the host"
-    if name in CALLS.resize.names:
-        return CALLS.resize.code, f"`.{name}()` can reallocate a tensor the graph uses"
-    if name in CALLS.from_host_data.names and args and not _is_tensor(args[0]) and "device" in kwargs:
+    if name in _MASK_INDEXING.calls and len(args) > 1 and _bool_index(args[1]):
+        return _MASK_INDEXING.code, "boolean-mask indexing has a data-dependent size (the host waits for it)"
+    if name in _FORMATTING.calls:
+        return _FORMATTING.code, "formatting a tensor reads its values on the host"
+    if name in _RESIZE.calls:
+        return _RESIZE.code, f"`.{name}()` can reallocate a tensor the graph uses"
+    if name in _FROM_HOST.calls and args and not _is_tensor(args[0]) and "device" in kwargs:
         target = _device_type(kwargs["device"])
         if (gpu and target == "cuda") or (not gpu and kwargs["device"] != "cpu"):
-            return CALLS.from_host_data.code, f"`torch.{name}(host data, device=...)` copies host data to the device"
+            return _FROM_HOST.code, f"`torch.{name}(host data, device=...)` copies host data to the device"
         return None
-    if name in CALLS.random_factories.names and not gpu and "device" not in kwargs and default_device_type() == "cpu":
-        return CALLS.random_factories.code, f"`torch.{name}` without device= draws from the CPU generator"
-    if name in CALLS.inplace_random.names and gpu and _is_tensor(self) and self.device.type == "cpu":
-        return CALLS.inplace_random.code, f"`.{name}()` on a host tensor draws from the CPU generator"
+    if name in RANDOM_FACTORIES and not gpu and "device" not in kwargs and default_device_type() == "cpu":
+        return _HOST_DRAWS.code, f"`torch.{name}` without device= draws from the CPU generator"
+    if name in _INPLACE_DRAWS.calls and gpu and _is_tensor(self) and self.device.type == "cpu":
+        return _INPLACE_DRAWS.code, f"`.{name}()` on a host tensor draws from the CPU generator"
     return None
 
 
 # Every name classify_call can report (given no generator= or pin_memory= argument): the
 # torch-function hook passes any other call straight through, which is most of them.
-CALL_NAMES = frozenset({"__bool__", "to", "cuda", "copy_", "where", "repeat_interleave", "__getitem__",
-                        "__setitem__", "pin_memory"}).union(*(t.names for t in (
-                            CALLS.scalar_reads, CALLS.host_copies, CALLS.data_dependent_size, CALLS.unique,
-                            CALLS.formatting, CALLS.resize, CALLS.from_host_data, CALLS.random_factories,
-                            CALLS.inplace_random)))
-CALL_KWARGS = frozenset({"generator", "pin_memory"})
+CALL_NAMES = _SINGLE_ARGUMENT.union(*(entry.calls for entry in (
+    _SCALAR_READS, _HOST_COPIES, _FORMATTING, _SIZED, _MASK_INDEXING, _UNIQUE, _REPEAT, _PIN, _HOST_DRAWS,
+    _INPLACE_DRAWS, _COPIES, _RESIZE, _FROM_HOST)))
+CALL_KWARGS = _GENERATOR.runtime("keywords") | _PIN.runtime("keywords")
 
 
 def default_device_type() -> str:
@@ -168,14 +181,13 @@ EMULATED_CUDA = "_cglint_emulated_cuda"
 
 def random_result_on_host(name: str, result: Any) -> Hit:
     """GPU mode: a random factory whose result landed on the CPU."""
-    if name in CALLS.random_factories.names and _is_tensor(result) and result.device.type == "cpu":
-        return CALLS.random_factories.code, f"`torch.{name}` drew from the CPU generator"
+    if name in RANDOM_FACTORIES and _is_tensor(result) and result.device.type == "cpu":
+        return _HOST_DRAWS.code, f"`torch.{name}` drew from the CPU generator"
     return None
 
 
 # Operators that are hazards whatever their arguments.
-_OP_TABLES = (OPS.scalar_reads, OPS.data_dependent_size, OPS.unique, OPS.pin_memory)
-_OP_CODES = {name: table for table in _OP_TABLES for name in table.names}
+_OP_CODES = {name: entry for entry in (_SCALAR_READS, _SIZED, _UNIQUE, _PIN) for name in entry.runtime("ops")}
 
 
 def op_name(func: Any) -> str:
@@ -184,7 +196,8 @@ def op_name(func: Any) -> str:
 
 
 # Every operator name classify_op can report.
-OP_NAMES = frozenset(_OP_CODES).union({"repeat_interleave", "_to_copy", "copy_"}, OPS.mask_indexing.names)
+_REPEAT_OPS, _COPY_OPS, _MASK_OPS = (entry.runtime("ops") for entry in (_REPEAT, _COPIES, _MASK_INDEXING))
+OP_NAMES = frozenset(_OP_CODES).union(_REPEAT_OPS, _COPY_OPS, _MASK_OPS)
 
 
 def classify_op(func: Any, args: tuple, kwargs: dict, *, gpu: bool) -> Hit:
@@ -192,13 +205,13 @@ def classify_op(func: Any, args: tuple, kwargs: dict, *, gpu: bool) -> Hit:
     found = _OP_CODES.get(name)
     if found:
         return found.code, f"{found.what} (aten.{name})"
-    if name == "repeat_interleave" and kwargs.get("output_size") is None and args and _is_tensor(args[0]):
+    if name in _REPEAT_OPS and kwargs.get("output_size") is None and args and _is_tensor(args[0]):
         if len(args) == 1 or _is_tensor(args[1]):
             return rc.REPEAT_INTERLEAVE_WITHOUT_OUTPUT_SIZE, "repeat_interleave without output_size ran (aten.repeat_interleave)"
-    if name in OPS.mask_indexing.names and len(args) > 1:
+    if name in _MASK_OPS and len(args) > 1:
         if _bool_index(args[1]):
-            return OPS.mask_indexing.code, f"{OPS.mask_indexing.what} (aten.{name})"
-    if gpu and name in ("_to_copy", "copy_") and len(args) >= 1:
+            return _MASK_INDEXING.code, f"{_MASK_INDEXING.what} (aten.{name})"
+    if gpu and name in _COPY_OPS and len(args) >= 1:
         src = args[1] if name == "copy_" and len(args) > 1 else args[0]
         dst_type = args[0].device.type if name == "copy_" else _device_type(kwargs.get("device")) or src.device.type
         if _is_tensor(src) and src.device.type == "cuda" and dst_type == "cpu":
@@ -214,9 +227,9 @@ def is_random_op(func: Any) -> bool:
 
 # Library functions whose host reads have a rule of their own: (file name, function) -> hit.
 _LIBRARY_CODES = {
-    (table.file, function): (table.code, table.what)
-    for table in (API.library.clip_grad_norm, API.library.grad_scaler)
-    for function in table.functions
+    (entry.file, function): (entry.code, entry.what)
+    for entry in (vocabulary.entry("sync.clip_grad_norm"), vocabulary.entry("sync.grad_scaler"))
+    for function in entry.runtime("library_functions")
 }
 # Codes of host reads that a library function with its own rule explains better.
 _SYNC_CODES = {rc.TENSOR_TO_SCALAR, rc.DEVICE_TO_HOST_COPY, rc.DATA_DEPENDENT_OUTPUT_SIZE, rc.RUNTIME_SYNC,

@@ -24,29 +24,37 @@ from inspect import CO_GENERATOR
 from types import BuiltinFunctionType, CodeType, FrameType, GeneratorType, MethodDescriptorType
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
+from cglint import vocabulary
 from cglint.verify.capture import sysmon, torchmodes
 from cglint.verify.findings import frames
 from cglint.verify.findings import rule_codes as rc
 from cglint.verify.capture.attributes import Patched
-from cglint.verify.findings.runtime_api import tables
 
 if TYPE_CHECKING:
     from cglint.verify.capture.instrument import Instrumentation
 
-HOST = tables().host
+_SEEDING = vocabulary.entry("cpu_rng.seeding")
+_GENERATOR_STATE = _SEEDING.runtime("methods")  # of a torch.Generator
+_FILE_IO = vocabulary.entry("host_effect.file_io")
+_PATH_METHODS = _FILE_IO.runtime("path_methods")
+_TIMERS = vocabulary.entry("host_effect.timers")
+_TIME_FUNCTIONS = frozenset(name for module, _, name in (f.rpartition(".") for f in _TIMERS.runtime()) if module == time.__name__)
+_CONTAINER_WRITES = vocabulary.entry("host_effect.container_writes")
+_CONTAINER_METHODS = _CONTAINER_WRITES.runtime()
 _verdicts = frames.verdicts  # is_user_code's cache, read directly on the hot path
 
 
 def _python_targets() -> dict[CodeType, tuple[str, str]]:
-    """Code objects of Python-level functions whose call from user code is a finding."""
+    """Code objects of Python-level functions whose call from user code is a finding: the seeding
+    functions of modules already imported, each named as its shortest spelling is
+    (`torch.manual_seed`, also `torch.random.manual_seed`)."""
     found: dict[CodeType, tuple[str, str]] = {}
-    for table in (HOST.torch_seeding, HOST.cuda_seeding):
-        module = sys.modules.get(table.module)
-        for name in table.names:
-            fn = getattr(module, name, None)
-            code = getattr(getattr(fn, "__wrapped__", fn), "__code__", None)
-            if code is not None:
-                found[code] = (table.code, f"`{table.shown}.{name}()` seeds or reads RNG state during capture")
+    for qualified in sorted(_SEEDING.runtime("functions"), key=lambda name: (name.count("."), name)):
+        module, _, name = qualified.rpartition(".")
+        fn = getattr(sys.modules.get(module), name, None)
+        code = getattr(getattr(fn, "__wrapped__", fn), "__code__", None)
+        if code is not None and code not in found:
+            found[code] = (_SEEDING.code, f"`{qualified}()` seeds or reads RNG state during capture")
     return found
 
 
@@ -64,7 +72,7 @@ class HostTracer:
         self._files = {
             logging.__file__: (rc.LOGGING_IN_CAPTURE, "logging during capture runs once, not on replay"),
             random.__file__: (rc.PYTHON_RANDOM, "Python `random` draws a host value that the graph freezes"),
-            pathlib.__file__: (HOST.path_io.code, "file I/O during capture runs once, not on replay"),
+            pathlib.__file__: (_FILE_IO.code, "file I/O during capture runs once, not on replay"),
         }
 
     def start(self) -> None:
@@ -142,7 +150,7 @@ class HostTracer:
             if hit is None:
                 # A function of the user's: its own calls are watched once it starts (PY_START).
                 return sys.monitoring.DISABLE if sysmon.followed(called) else None  # type: ignore[attr-defined]  # 3.12+, used when sysmon.AVAILABLE
-            if called.co_filename == pathlib.__file__ and called.co_name not in HOST.path_io.names:
+            if called.co_filename == pathlib.__file__ and called.co_name not in _PATH_METHODS:
                 return None
             if called.co_filename == random.__file__ and called.co_name.startswith("_"):
                 return None
@@ -215,7 +223,7 @@ class HostTracer:
             caller = frame.f_back
             if caller is None or not frames.is_user_code(caller.f_code):
                 return
-            if code.co_filename == pathlib.__file__ and code.co_name not in HOST.path_io.names:
+            if code.co_filename == pathlib.__file__ and code.co_name not in _PATH_METHODS:
                 return
             if code.co_filename == random.__file__ and code.co_name.startswith("_"):
                 return
@@ -274,8 +282,8 @@ class HostTracer:
             return rc.FILE_IO_IN_CAPTURE, f"`{name}` (host I/O) during capture runs once, not on replay"
         if fn is warnings.warn:
             return rc.LOGGING_IN_CAPTURE, "`warnings.warn` during capture runs once, not on replay"
-        if owner is time and name in HOST.timers.names:
-            return HOST.timers.code, f"timer `time.{name}` during capture reads the clock once, not on replay"
+        if owner is time and name in _TIME_FUNCTIONS:
+            return _TIMERS.code, f"timer `time.{name}` during capture reads the clock once, not on replay"
         if isinstance(owner, random.Random):
             return rc.PYTHON_RANDOM, f"Python `random.{name}` draws a host value that the graph freezes"
         if isinstance(owner, io.IOBase):
@@ -285,14 +293,14 @@ class HostTracer:
         if _is_numpy_random(owner, fn):
             return rc.NUMPY_RANDOM, f"`numpy.random` `{name}` draws a host value that the graph freezes"
         torch = sys.modules.get("torch")
-        if torch is not None and isinstance(owner, torch.Generator) and name in HOST.generator_state.names:
-            return HOST.generator_state.code, f"`Generator.{name}()` seeds or reads RNG state during capture"
-        if name in HOST.container_writes.names and (isinstance(owner, (list, dict, set)) or _is_deque(owner)):
+        if torch is not None and isinstance(owner, torch.Generator) and name in _GENERATOR_STATE:
+            return _SEEDING.code, f"`Generator.{name}()` seeds or reads RNG state during capture"
+        if name in _CONTAINER_METHODS and (isinstance(owner, (list, dict, set)) or _is_deque(owner)):
             if frame is self._block:
                 return None  # `outputs.append(out)` written in the capture block itself (see CG504's rule)
             where = _long_lived(owner, frame)
             if where:
-                return HOST.container_writes.code, f"`{where}.{name}(...)` writes a host container once, not on replay"
+                return _CONTAINER_WRITES.code, f"`{where}.{name}(...)` writes a host container once, not on replay"
         return None
 
 

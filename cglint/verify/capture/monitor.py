@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 import torch
 
+from cglint import vocabulary
 from cglint.findings import Region
 from cglint.verify.capture import sysmon
 from cglint.verify.findings import errors, frames
@@ -30,15 +31,15 @@ from cglint.verify.run.captures import NO_USER_FRAME, CaptureRecord
 def region_kind() -> str:
     """What started this capture, judged from the torch frames on the stack."""
     frame: Optional[FrameType] = sys._getframe(1)
-    kind = "capture_begin"
+    kind = vocabulary.capture_kind("capture_span")
     while frame is not None:
         name, path = frame.f_code.co_name, frame.f_code.co_filename
         if "_inductor" in path or "_dynamo" in path:
-            return "torch.compile"
+            return vocabulary.capture_kind("compiled")
         if name == "make_graphed_callables":
-            return "make_graphed_callables"
+            return vocabulary.capture_kind("graphed_callables")
         if name == "__enter__" and path.endswith("graphs.py"):
-            kind = "torch.cuda.graph"
+            kind = vocabulary.capture_kind("graph_block")
         frame = frame.f_back
     return kind
 
@@ -55,7 +56,7 @@ class CaptureMonitor:
         region = Region(frames.display_path(where.path), where.line, kind or region_kind()) if where else None
         self.recorder = Recorder(region=region, stop=site, phase="capture")
         # torch.compile's own captures run generated code; torch modes there would only change its guards
-        modes = region.kind != "torch.compile" if region else True
+        modes = region.kind != vocabulary.capture_kind("compiled") if region else True
         # Without the dispatch mode, a light capture sees torch calls through wrappers (callpatches)
         # where the tracers are on sys.monitoring; on 3.11 the function mode also keeps the
         # settrace tracers out of torch's own code.

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import torch
 
+from cglint import vocabulary
 from cglint.verify.capture import synchooks
 from cglint.verify.findings import errors, frames
 from cglint.verify.guards import liveness
@@ -156,7 +157,7 @@ def install(session: Session) -> None:
             try:
                 return original(*args, **kwargs)
             except Exception as exc:  # its checks (autocast cache, hooks) raise before any capture
-                record_failed_call(session, exc, "make_graphed_callables")
+                record_failed_call(session, exc, vocabulary.capture_kind("graphed_callables"))
                 raise
         return wrapper
 

@@ -8,9 +8,11 @@ They are installed once and record only while a capture is being instrumented.
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 from typing import Any, Callable
 
+from cglint import vocabulary
 from cglint.verify.capture.attributes import Patched
 from cglint.verify.findings.rule_codes import EXPLICIT_SYNCHRONIZE
 
@@ -61,9 +63,13 @@ def install() -> bool:
 
     if _patched:
         return False
-    _wrap(torch.cuda, "synchronize", "torch.cuda.synchronize()")
+    explicit = vocabulary.entry("sync.explicit")
+    for qualified in sorted(explicit.runtime("functions")):  # those of modules: torch.cuda.synchronize
+        module, _, name = qualified.rpartition(".")
+        if callable(getattr(sys.modules.get(module), name, None)):
+            _wrap(sys.modules[module], name, f"{qualified}()")
     for cls, kind in ((torch.cuda.Stream, "Stream"), (torch.cuda.Event, "Event")):
-        for method in ("synchronize", "query"):
+        for method in sorted(explicit.runtime("methods")):
             _wrap(cls, method, f"{kind}.{method}()")
     return True
 

@@ -17,6 +17,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from cglint import vocabulary
 from cglint.verify.capture import classify
 from cglint.verify.findings import frames
 
@@ -114,7 +115,7 @@ def observe_call(inst: "Instrumentation", func: Any, name: str, args: tuple, kwa
     else:
         with rec.explaining(obs):
             result = func(*args, **kwargs)
-    if inst.gpu and hit is None and name in classify.CALLS.random_factories.names:
+    if inst.gpu and hit is None and name in classify.RANDOM_FACTORIES:
         late = classify.random_result_on_host(name, result)
         if late:
             rec.observe(late[0], late[1], caller)
@@ -123,7 +124,7 @@ def observe_call(inst: "Instrumentation", func: Any, name: str, args: tuple, kwa
 
 # Torch calls that run the user's Python inside them (backward hooks, custom autograd functions):
 # the tracers stay on for those.
-_RUNS_USER_CODE = frozenset({"backward", "grad", "apply", "vjp", "jvp", "vmap", "checkpoint"})
+_RUNS_USER_CODE = vocabulary.runtime_names("values.runs_user_code")
 
 
 def _mute() -> tuple[Any, Any]:

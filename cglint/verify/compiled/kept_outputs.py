@@ -12,6 +12,7 @@ import weakref
 from types import CodeType, FrameType
 from typing import TYPE_CHECKING, Any, Iterator, Optional
 
+from cglint import vocabulary
 from cglint.verify.findings import frames
 from cglint.verify.guards import bytecode
 from cglint.verify.findings.rule_codes import code_of
@@ -219,7 +220,7 @@ def _newest_items(value: Any, tail: int) -> list:
 
 # --- helpers: the caller's bytecode -----------------------------------------------------------
 
-_STORE_METHODS = ("append", "extend", "insert", "appendleft", "add", "setdefault", "update", "__setitem__")
+_STORE_METHODS = vocabulary.runtime_names("memory.stores", "methods") | vocabulary.runtime_names("memory.stores", "dict_methods")
 
 
 def _store_targets(code: CodeType, offset: int) -> set[str]:

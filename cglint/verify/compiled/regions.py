@@ -43,6 +43,7 @@ from contextlib import contextmanager
 from types import CodeType, FrameType, FunctionType
 from typing import Any, Callable, Iterator, Optional
 
+from cglint import vocabulary
 from cglint.findings import Region
 from cglint.verify.findings import frames
 from cglint.verify.capture.attributes import Patched
@@ -338,7 +339,7 @@ class CompileEventCollector:
                 return lambda fn: compile(fn, *args, **kwargs)
             caller = frames.current_user_frame(2)
             where = frames.where(caller) if caller else None
-            region = Region(frames.display_path(where.path), where.line, "torch.compile") if where else None
+            region = Region(frames.display_path(where.path), where.line, vocabulary.capture_kind("compiled")) if where else None
             if not collector.gpu:
                 kwargs = _eager_backend(kwargs)
                 collector.note(CPU_NOTE)

@@ -21,6 +21,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._device import DeviceContext
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from cglint import vocabulary
 from cglint.findings import Region
 from cglint.verify.capture import synchooks
 from cglint.verify.findings import errors, frames
@@ -77,8 +78,9 @@ class _Trace:
 
 
 # Operators with no kernel on a GPU: a graph's replay leaves their memory as it is.
-_NO_KERNEL = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})
+_NO_KERNEL = vocabulary.runtime_names("factories.uninitialized")
 _RECORDED_MAX = 200_000  # operators kept for replay; a longer capture replays nothing
+_PINNING = vocabulary.runtime_names("sync.pin_memory", "methods")
 
 
 class _Recording(TorchDispatchMode):
@@ -235,8 +237,10 @@ class EmulatedCuda(TorchFunctionMode):
             return _remember_cuda(torch.device("cpu"))
         if name == "cuda" and args and isinstance(args[0], (torch.Tensor, torch.nn.Module)):
             return args[0]
-        if name in ("pin_memory", "is_pinned") and args and isinstance(args[0], torch.Tensor):
-            return args[0] if name == "pin_memory" else False
+        if name in _PINNING and args and isinstance(args[0], torch.Tensor):
+            return args[0]  # nothing to pin on the CPU
+        if name == "is_pinned" and args and isinstance(args[0], torch.Tensor):
+            return False
         if "device" in kwargs:
             kwargs["device"] = _on_cpu(kwargs["device"])
         if kwargs.get("pin_memory"):
@@ -288,7 +292,7 @@ def install(session: Session) -> None:
             self.generators.append(generator)
 
         def capture_begin(self, *args: Any, **kwargs: Any) -> None:
-            self._inst = _start(session, "capture_begin", self)
+            self._inst = _start(session, vocabulary.capture_kind("capture_span"), self)
 
         def capture_end(self) -> None:
             _stop(self._inst)
@@ -314,7 +318,7 @@ def install(session: Session) -> None:
             self.cuda_graph = cuda_graph
 
         def __enter__(self) -> None:
-            self._inst = _start(session, "torch.cuda.graph", self.cuda_graph)
+            self._inst = _start(session, vocabulary.capture_kind("graph_block"), self.cuda_graph)
             if self.cuda_graph is not None:
                 self.cuda_graph._inst = self._inst  # its replay() checks this capture's guards
 
@@ -329,7 +333,7 @@ def install(session: Session) -> None:
         fns, samples = ((callables,), (sample_args,)) if single else (callables, sample_args)
         graphed = []
         for fn, sample in zip(fns, samples):
-            trace = _start(session, "make_graphed_callables")
+            trace = _start(session, vocabulary.capture_kind("graphed_callables"))
             try:
                 fn(*sample)
             except BaseException as exc:
@@ -355,13 +359,12 @@ def install(session: Session) -> None:
         "graph_pool_handle": lambda: (0, 0),
         "is_current_stream_capturing": lambda: _depth[0] > 0,
     }
-    # `torch.cuda.graphs.graph_pool_handle()` (mamba's update_graph_cache) reaches the module that defines them.
-    in_graphs = {name: replacements[name] for name in
-                 ("graph", "CUDAGraph", "make_graphed_callables", "graph_pool_handle", "is_current_stream_capturing")}
+    # `torch.cuda.graphs.graph_pool_handle()` (mamba's update_graph_cache) reaches the module that
+    # defines them: each of the replacements that module defines is replaced there too.
     graphs_module = getattr(torch.cuda, "graphs", None)
     tables: list[tuple[Any, dict[str, Any]]] = [(torch.cuda, {**_DEVICE_QUERIES, **replacements}), (torch, {"Generator": EmulatedGenerator})]
     if graphs_module is not None:
-        tables.append((graphs_module, {k: v for k, v in in_graphs.items() if hasattr(graphs_module, k)}))
+        tables.append((graphs_module, {k: v for k, v in replacements.items() if hasattr(graphs_module, k)}))
     for owner, table in tables:
         for name, value in table.items():
             _patched.set(owner, name, value)

@@ -10,11 +10,11 @@ import re
 from types import FrameType, TracebackType
 from typing import Optional
 
+from cglint import vocabulary
 from cglint.verify.findings import frames
 from cglint.verify.findings import rule_codes as rc
-from cglint.verify.findings.runtime_api import tables
 
-_ERRORS = tables().capture_errors
+_ERRORS = vocabulary.capture_errors()
 # CUDA's answer to every call after the one that broke the capture (cudaErrorStreamCaptureInvalidated).
 CASCADE = "operation failed due to a previous error during capture"
 
