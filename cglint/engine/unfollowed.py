@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
+from cglint import vocabulary
 from cglint.engine.definitions import ClassInfo, ModuleInfo
 from cglint.engine.syntax import code_of
 from cglint.engine.values import Kind, evaluate
@@ -26,7 +27,7 @@ _HINT = "name what it runs in `captured` to follow it"
 # almost always what they seem, whatever a project class also defines under the name.
 _LIBRARY_METHODS = frozenset(
     name for kind in (list, dict, str, set, tuple, bytes, int, float, object) for name in dir(kind) if not name.startswith("__")
-) | {"debug", "info", "warning", "warn", "error", "exception", "critical", "log"}
+) | vocabulary.names("host_effect.logger_methods")
 
 
 def why_unfollowed(call: cst.Call, scope: "Scope") -> Optional[str]:
