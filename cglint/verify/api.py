@@ -1,4 +1,4 @@
-"""`cglint.verify(fn, sample_args)`: prove on a real capture that `fn` is graph-safe.
+"""`cglint.verify_function(fn, sample_args)`: prove on a real capture that `fn` is graph-safe.
 
 GPU mode: two instrumented eager passes on a side stream (the warmup) record hazards and
 the operator traces of two different inputs; then an instrumented capture, replays on
@@ -17,7 +17,7 @@ from cglint.verify.findings import rule_codes as rc
 from cglint.verify.result import VerifyReport
 
 
-def verify(
+def verify_function(
     fn: Callable[..., Any],
     sample_args: Any = (),
     *,
@@ -49,7 +49,7 @@ def verify(
     sample = inputs.as_tuple(sample_args)
     caller = frames.current_user_frame(2)
     site = frames.where(caller) if caller else None
-    region = Region(frames.display_path(site.path), site.line, "cglint.verify") if site else None
+    region = Region(frames.display_path(site.path), site.line, "cglint.verify_function") if site else None
     has_cuda_input = any(t.is_cuda for _, t in inputs.tensors(sample))
     chosen = backend.select(torch.cuda.is_available() and has_cuda_input)
     report = VerifyReport(mode=chosen.mode)

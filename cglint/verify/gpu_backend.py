@@ -95,7 +95,7 @@ def capture(fn: Callable, static: tuple, *, instrument: bool) -> tuple[Any, Any,
     graph = torch.cuda.CUDAGraph()
     graph._cglint_api = True  # type: ignore[attr-defined]  # the session patches, if installed, leave this capture to us
     # No input tracking or operator trace here: the API owns its inputs and traced the warmup.
-    monitor = CaptureMonitor(kind="cglint.verify", sync_debug=instrument, trace_ops=False)
+    monitor = CaptureMonitor(kind="cglint.verify_function", sync_debug=instrument, trace_ops=False)
     stream = torch.cuda.Stream()
     torch.cuda.synchronize()
     with torch.cuda.stream(stream):
