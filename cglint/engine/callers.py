@@ -42,7 +42,7 @@ class ParameterValues:
 
     def of(self, function: FunctionInfo, depth: int = 0) -> dict[str, Value]:
         """The project objects each parameter of `function` may hold, over all its callers."""
-        if self.project.only_capturing:
+        if self.engine.modules_left_out:
             return {}  # while discovering, modules without a capture form are left out: ask later
         key = function.key
         if key in self._values:

@@ -152,12 +152,9 @@ class Engine:
         for module in modules:
             if module not in self._modules:
                 self._modules.append(module)
-        self.project.only_capturing = True
-        try:
+        with self.project.capturing_modules_only():
             for module in self._modules:
                 self._guarded(module, lambda: self._discover_module(module))
-        finally:
-            self.project.only_capturing = False
 
     def _identifiers(self, function: FunctionInfo) -> frozenset:
         # From the `ast` outline where there is one: looking at names must not parse bodies.
@@ -191,8 +188,17 @@ class Engine:
             return statements.walked_calls  # without parsing the module's code
         return called_names(function.node)
 
-    def defer(self, function: FunctionInfo, env: dict[str, Value]) -> None:
-        self._deferred.setdefault(function.key, (function, env))
+    @property
+    def modules_left_out(self) -> bool:
+        """Whether walks run now, in discovery, without the modules that hold no capture form
+        (Project.capturing_modules_only): what they resolve may change once every module loads."""
+        return self.project.only_capturing
+
+    def walk_again_with_every_module(self, function: FunctionInfo, env: dict[str, Value]) -> None:
+        """What a walk found may depend on modules: if this one runs while modules are left out,
+        walk the function again once every module can load."""
+        if self.modules_left_out:
+            self._deferred.setdefault(function.key, (function, env))
 
     def _resolve_deferred(self) -> None:
         """Walk again, with every module available, the functions whose capture targets need them."""
@@ -233,13 +239,10 @@ class Engine:
 
     def helper_names(self) -> set[str]:
         """Names of project functions found to capture when called (for a second file scan)."""
-        self.project.only_capturing = True
-        try:
+        with self.project.capturing_modules_only():
             for capture in list(self._captures.values()):
                 if capture.function is not None:
                     self.helper(capture.function)
-        finally:
-            self.project.only_capturing = False
         helpers = {h.name.rsplit(".", 1)[-1] for h in self._helpers.values() if h.context or h.callable_params}
         return helpers | self._compiled_names | self._capturing_function_names() | self._replaying_function_names()
 
@@ -685,7 +688,7 @@ class Engine:
         return {n.value for r in self.replay_receivers(function) for n in [r, *descendants(r)] if isinstance(n, cst.Name) and n is not r}
 
     def note_construction(self, cls, args: dict[str, Value]) -> None:
-        if not self.project.only_capturing:  # values computed while modules were left out are unreliable
+        if not self.modules_left_out:  # values computed while modules were left out are unreliable
             self._constructions.setdefault(id(cls), []).append(args)
 
     def discover_calls_of(self, module: ModuleInfo, name: str) -> None:

@@ -8,10 +8,11 @@ reaches it. Qualified names ("pkg.model.Model.forward") resolve to definitions
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
 import re
 from pathlib import Path
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Callable, Iterator, Optional, TypeVar
 
 from cglint import source
 from cglint.discovery import module_name_for, resolved
@@ -50,7 +51,7 @@ class Project:
         self._by_name: dict[tuple[Path, str], Optional[ModuleInfo]] = {}
         self._cache: dict[object, Any] = {}  # each key names the type of its fact
         self._only_capturing = False
-        self.epoch = 0  # counts the changes of only_capturing, which clear the memo of derived facts
+        self.epoch = 0  # counts the switches of capturing_modules_only, which clear the memo of derived facts
         self._no_capture: set[Path] = set()
         self._files: dict[tuple[Path, str], Optional[Path]] = {}
         self._listings: dict[str, frozenset] = {}
@@ -72,11 +73,20 @@ class Project:
 
     @property
     def only_capturing(self) -> bool:
-        """While discovering captures, modules with no capture form are not parsed."""
+        """Whether modules with no capture form count as absent (inside `capturing_modules_only`)."""
         return self._only_capturing
 
-    @only_capturing.setter
-    def only_capturing(self, value: bool) -> None:
+    @contextlib.contextmanager
+    def capturing_modules_only(self) -> Iterator[None]:
+        """While the engine discovers captures, modules with no capture form count as absent:
+        not parsed, not found (a capture helper lives in a module that captures)."""
+        self._leave_out_uncapturing(True)
+        try:
+            yield
+        finally:
+            self._leave_out_uncapturing(False)
+
+    def _leave_out_uncapturing(self, value: bool) -> None:
         self._only_capturing = value
         self._cache.clear()  # facts derived with modules left out must not outlive discovery
         self.epoch += 1  # the engine's own memos of derived facts follow this one's

@@ -399,10 +399,10 @@ class Walker:
                 helper = self.engine.helper(function)
                 if helper.context:
                     return CaptureKind.HELPER, helper.name
-            if self.engine.project.only_capturing and evaluate(expr.func, self.scope).kind == Kind.UNKNOWN:
+            if self.engine.modules_left_out and evaluate(expr.func, self.scope).kind == Kind.UNKNOWN:
                 # `with graph_ctx(cuda_graph=g):` where graph_ctx is `self.device_module.graph`, set
                 # in a base class whose module holds no capture form: known once every module is.
-                self.engine.defer(self.function, self.initial_env)
+                self.engine.walk_again_with_every_module(self.function, self.initial_env)
         return None
 
     # --- regions -----------------------------------------------------------
@@ -504,17 +504,17 @@ class Walker:
         if not self.in_region:
             resolved = [function for function, _ in callees]
             self.engine.note_host_call(self.function, resolved, node, {} if resolved else dict(self.scope.env), self.after_capture)
-            if not resolved and self.engine.project.only_capturing and self.after_capture:
-                # `model = Decoder()` was evaluated without the modules that hold no capture
-                # form, so `model.set_temperature(t)` in the replay loop resolved to nothing:
-                # walk again with every module, as for capture targets. Only after a capture
-                # in this function (a script, a serving loop): library `replay()` wrappers
-                # would cost a second walk each for nothing.
-                self.engine.defer(self.function, self.initial_env)
-            elif not resolved and self.engine.project.only_capturing and self.engine.is_compiled_name(callee_name(node.func)):
+            if not resolved and self.after_capture:
+                # While discovering, `model = Decoder()` was evaluated without the modules that
+                # hold no capture form, so `model.set_temperature(t)` in the replay loop
+                # resolved to nothing: walk again with every module, as for capture targets.
+                # Only after a capture in this function (a script, a serving loop): library
+                # `replay()` wrappers would cost a second walk each for nothing.
+                self.engine.walk_again_with_every_module(self.function, self.initial_env)
+            elif not resolved and self.engine.is_compiled_name(callee_name(node.func)):
                 # `self.denoiser(x, s)`, the attribute a constructor stores a compiled model in:
                 # its value comes from the constructor's callers, known once every module is.
-                self.engine.defer(self.function, self.initial_env)
+                self.engine.walk_again_with_every_module(self.function, self.initial_env)
             if (call_method(node) or (None, ""))[1] in ("train", "eval"):
                 self.engine.note_mode_switch(self.function, self.after_capture)
         self.note_dataclass_construction(node)
@@ -613,10 +613,9 @@ class Walker:
         return value
 
     def capture_targets(self, node: cst.Call, kind: CaptureKind, exprs: list, tensor_args: bool = False, helper: str = "") -> None:
-        if self.engine.project.only_capturing:
-            # Values here were computed without the modules that hold no capture form;
-            # the targets are resolved by walking this function again with every module.
-            self.engine.defer(self.function, self.initial_env)
+        # While discovering, values here were computed without the modules that hold no
+        # capture form: the targets are resolved by walking this function again with every module.
+        self.engine.walk_again_with_every_module(self.function, self.initial_env)
         self.engine.capture_callables(self.function, node, kind, self.callables(exprs), tensor_args=tensor_args, helper=helper)
         self.engine.note_capturer(self.function, lazily=self.lazily)
 
