@@ -536,16 +536,12 @@ class Engine:
             self._host_keys = (len(self._captures), hosts)
         return self._host_keys[1]
 
-    def changed_between_replays(self, key: tuple, reader: FunctionInfo, read: Optional[cst.CSTNode] = None) -> Optional[FunctionInfo]:
-        """The function that changes this name or attribute, read by `reader` (in statement
-        `read`), after a capture or around replay()."""
-        found = self.change_between_replays(key, reader, read)
-        return found[0] if found else None
-
     def change_between_replays(
         self, key: tuple, reader: FunctionInfo, read: Optional[cst.CSTNode] = None
     ) -> Optional[tuple[FunctionInfo, Optional[cst.CSTNode]]]:
-        """changed_between_replays, with the statement that writes (None for `model.eval()`)."""
+        """The function that changes this name or attribute, read by `reader` (in statement
+        `read`), after a capture or around replay(), with the statement that writes (None for
+        `model.eval()`)."""
         for function, after_capture, statement in (w for k in _matching(self._host_writes, key) for w in self._host_writes[k]):
             if key[0] == "name" and key[-1] in self.replay_selectors(function):
                 continue  # `bs = pad(n); graphs[bs].replay()`: it picks a graph, each keeps its own value
@@ -555,13 +551,9 @@ class Engine:
                 return function, statement
         return None
 
-    def changed_by_calls_between_replays(self, key: tuple, reader: FunctionInfo) -> Optional[FunctionInfo]:
-        """The function called between replays (a setter, `model.eval()`'s owner) that changes this state."""
-        found = self.call_changing_between_replays(key, reader)
-        return found[0] if found else None
-
     def call_changing_between_replays(self, key: tuple, reader: FunctionInfo) -> Optional[tuple[FunctionInfo, cst.Call, FunctionInfo]]:
-        """changed_by_calls_between_replays, as (that function, the call between replays, its caller)."""
+        """The function called between replays (a setter, `model.eval()`'s owner) that changes
+        this state, as (that function, the call between replays, its caller)."""
         writes = self._writes_between_replays()
         return next((
             w for k in _matching(writes, key) for w in writes[k] if not self._separate_programs(w[0].module, reader.module)
