@@ -231,10 +231,12 @@ def test_liveness_reports_rebound_and_freed_tensors():
 
 
 def test_runtime_rules_are_runtime_only_and_complete():
+    from cglint.rule import rules_defined_in
     from cglint.rules import runtime
 
-    assert [r.code for r in runtime.RULES] == ["CG190", "CG290", "CG490", "CG690", "CG790", "CG990", "CG991"]
-    for rule in runtime.RULES:
+    rules = rules_defined_in(vars(runtime))
+    assert [r.code for r in rules] == ["CG190", "CG290", "CG490", "CG690", "CG790", "CG990", "CG991"]
+    for rule in rules:
         assert rule.scope == RUNTIME and not rule.invalid and not rule.valid
         assert rule.summary and rule.message and rule.fix_hint and rule.why
     assert runtime.RuntimeNoGain.severity == "info" and runtime.RuntimeDivergence.severity == "warning"
