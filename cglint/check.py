@@ -21,7 +21,8 @@ from cglint.reach import CaptureReach, Coverage, Reached, Unresolved
 from cglint.rule import REPLAY
 from cglint.selection import Selection
 
-# Lines an aggregated finding's message names; all of them are in its related locations.
+# Lines an aggregated finding's message names: eight keep the message about one terminal
+# line long; all of them are in its related locations.
 _LINES_LISTED = 8
 
 if TYPE_CHECKING:  # the engine (and libcst) load only when some file can hold a capture

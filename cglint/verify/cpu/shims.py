@@ -78,7 +78,9 @@ class _Trace:
 
 # Operators with no kernel on a GPU: a graph's replay leaves their memory as it is.
 _NO_KERNEL = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})
-_RECORDED_MAX = 200_000  # operators kept for replay; a longer capture replays nothing
+# Operators kept for replay, as many as a traced pass records (capture/torchmodes.py); a
+# longer capture replays nothing.
+_RECORDED_MAX = 200_000
 
 
 class _Recording(TorchDispatchMode):
@@ -206,7 +208,8 @@ def _on_cpu(value: Any) -> Any:
 
 
 # The devices the emulation made the CPU where the script said "cuda" (torch.device objects are
-# distinct, so identity tells them apart); newest last, a bounded number.
+# distinct, so identity tells them apart); newest last, a bounded number: a script makes a
+# few, and 4096 keeps every one of those while a loop that makes one per step stays bounded.
 _meant_cuda: dict[int, Any] = {}
 _MEANT_CUDA_KEPT = 4096
 
