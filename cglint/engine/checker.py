@@ -22,7 +22,7 @@ from cglint.engine.blocks import Blocks
 from cglint.engine.callers import ParameterValues
 from cglint.engine.captures import Capture, CaptureKind, TraceStep
 from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo, self_attr
-from cglint.engine.phases import cached_on_first_use
+from cglint.engine.warmup_only import cached_on_first_use
 from cglint.engine.project import Project
 from cglint.engine.reach_graph import ReachGraph, marker_node
 from cglint.engine.replay_writes import ANY_CONTAINER, ANY_ITEM, ANY_OWNER, ITEM, argument_keys, attribute_key, attribute_write_keys, item_keys, reachable, restored_state, writes_of
@@ -354,7 +354,7 @@ class Engine:
             self._queue.append(job)
 
     def enqueue(self, function: FunctionInfo, args: dict[str, Value], parent: Job, step: TraceStep) -> None:
-        # A cached function's body ran at warmup; at capture the cache answers (phases.py).
+        # A cached function's body ran at warmup; at capture the cache answers (warmup_only.py).
         if len(parent.trace) < MAX_DEPTH and not _device_kernel(function) and not cached_on_first_use(function):
             self.reach_graph.call(parent.node, function, step)
             self._push(Job(function, args, parent.capture, parent.trace + (step,), at_call=True), _job_key(function, args, at_call=True))

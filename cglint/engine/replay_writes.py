@@ -23,7 +23,7 @@ import libcst as cst
 
 from cglint.engine.api import tables
 from cglint.engine.definitions import FunctionInfo
-from cglint.engine.phases import initializes_once, suite_nodes
+from cglint.engine.warmup_only import initializes_once, suite_nodes
 from cglint.engine.syntax import assigned_names, call_method, code_of, descendants, item_name, named_attribute_write
 
 if TYPE_CHECKING:

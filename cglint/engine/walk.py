@@ -26,7 +26,7 @@ from cglint.engine.captures import CaptureKind
 from cglint.engine.context import Context
 from cglint.engine.definitions import ClassInfo, FunctionInfo, dataclass_fields, self_attr
 from cglint.engine.scope import CELL, Scope, config_field, config_parameter
-from cglint.engine.phases import ends_with, fills_searched_cache, first_call_only, initializes_once, returns_once_filled, suite_body
+from cglint.engine.warmup_only import ends_with, fills_searched_cache, first_call_only, initializes_once, returns_once_filled, suite_body
 from cglint.engine.syntax import (SCOPES, assigned_names, call_method, callee_name, children, code_of, descendants, dotted_name, named_attribute_write,
                                   positional)
 from cglint.engine.unfollowed import why_unfollowed
@@ -268,7 +268,7 @@ class Walker:
         """In a region, the branch of an `if` that cannot run during capture ('body' or
         'orelse'), from what the capture knows: whether it is capturing, the constant
         flags of the captured call and its constructors, and first-use initialisation
-        that warmup has already run (see phases.py)."""
+        that warmup has already run (see warmup_only.py)."""
         if not self.in_region:
             return None
         dead = self.dead_while_capturing(node.test)
