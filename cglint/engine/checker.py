@@ -37,7 +37,17 @@ from cglint.rule import CAPTURE, REGION, REPLAY, Hit, Rule, applies
 CAPTURE_NAMES = frozenset(
     {"graph", "CUDAGraph", "make_graphed_callables", "capture_begin", "capture_end", "replay", "compile", "optimize", "contextmanager"}
 )
-MAX_DEPTH = 24  # longest call chain followed from a capture site
+# Steps of the longest call chain followed from a capture site (the site is the first step).
+# A function is walked once per set of argument values, so this bounds only chains whose
+# values change at every call (`f(n - 1)` with `n` known). The longest chain on the
+# real-world bench (bench/realworld) has 13 steps, in Transformer Engine (the fixtures', 7):
+# 24 is about twice that.
+MAX_TRACE_STEPS = 24
+# How many files that construct a class (`Cls(` in their text) are walked for the arguments
+# they pass. On the fixtures and the real-world bench 21 classes are constructed in more, up
+# to diffusers' `Attention(` in 100 files: searching up to 64 changed no finding and made
+# diffusers' check 70% slower.
+MAX_CONSTRUCTING_FILES = 8
 
 
 def _raise(module: ModuleInfo, exc: BaseException) -> None:
@@ -355,7 +365,7 @@ class Engine:
 
     def enqueue(self, function: FunctionInfo, args: dict[str, Value], parent: Job, step: TraceStep) -> None:
         # A cached function's body ran at warmup; at capture the cache answers (warmup_only.py).
-        if len(parent.trace) < MAX_DEPTH and not _device_kernel(function) and not cached_on_first_use(function):
+        if len(parent.trace) < MAX_TRACE_STEPS and not _device_kernel(function) and not cached_on_first_use(function):
             self.reach_graph.call(parent.node, function, step)
             self._push(Job(function, args, parent.capture, parent.trace + (step,), at_call=True), _job_key(function, args, at_call=True))
 
@@ -709,7 +719,7 @@ class Engine:
         that name it record their calls (an engine's runner gets its model from a script)."""
         if id(cls) not in self._construction_search:
             self._construction_search.add(id(cls))
-            for module in self.project.modules_mentioning(f"{cls.name}("):
+            for module in self.project.modules_mentioning(f"{cls.name}(", limit=MAX_CONSTRUCTING_FILES):
                 functions = module.all_functions()
                 for function in [module.body_function, *(f for f in functions if cls.name in self._identifiers(f))]:
                     env = {} if function is module.body_function else initial_env(self.project, function)
