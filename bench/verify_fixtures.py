@@ -7,7 +7,7 @@ working directory (so finding paths match the fixtures' own paths):
 
 * script: `cglint verify --format json SCRIPT ARGS` on the fixture's entry script, as a user
   would run it. Each capture stops at its first error, as on real hardware.
-* api: `cglint.verify(fn, sample_args, measure_overhead=True)` on each captured function,
+* api: `cglint.verify_function(fn, sample_args, measure_overhead=True)` on each captured function,
   built with a small configuration that turns the hazardous branches on. The verify
   warmup passes run the whole function eagerly, so hazards after the first one are seen
   too; the report also gives the capture time with and without instrumentation.
@@ -135,7 +135,7 @@ def run_harness(name: str) -> list[dict]:
     sys.path.insert(0, os.getcwd())
     results = []
     try:
-        for label, report in globals()[f"harness_{name}"](cglint.verify, torch):
+        for label, report in globals()[f"harness_{name}"](cglint.verify_function, torch):
             data = report.to_json()
             data["label"] = label
             results.append(data)
@@ -249,7 +249,7 @@ def write_markdown(results: dict, out: Path) -> None:
             shown = s["summary"]
             first = next((i for i, line in enumerate(shown) if line.startswith("cglint verify:")), len(shown))
             lines += [f"  - `{line.strip()}`" for line in shown[first:] if line.strip()]
-        lines += ["", "API (`cglint.verify`):", ""]
+        lines += ["", "API (`cglint.verify_function`):", ""]
         for a in fx["api"]:
             if "error" in a:
                 lines.append(f"- {a['label']}: harness error `{a['error'][-300:]}`")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os as _os
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
@@ -12,10 +13,15 @@ if not _os.path.isdir(_os.path.join(_here, "rules")) and _os.path.isfile(_os.pat
     __path__.append(_os.path.dirname(_here))
 
 
-def __getattr__(name: str):
-    # The verifier needs torch; load it only when asked for, so the checker never imports torch.
-    if name == "verify":
-        from cglint.verify.api import verify
+if TYPE_CHECKING:
+    from cglint.verify.api import verify_function as verify_function
 
-        return verify
+
+def __getattr__(name: str):
+    # The verifier's API loads the rule catalogue (0.4 s) and, when called, torch: it is
+    # imported when first asked for, so that `import cglint` stays instant for the checker.
+    if name == "verify_function":
+        from cglint.verify.api import verify_function
+
+        return verify_function
     raise AttributeError(f"module 'cglint' has no attribute {name!r}")

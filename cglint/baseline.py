@@ -19,7 +19,7 @@ from typing import Callable, Iterable, Optional
 from cglint import __version__
 from cglint.findings import Finding
 
-FORMAT = 1
+FORMAT_VERSION = 1  # the layout of a baseline file, written as its `cglint_baseline` key
 Key = tuple[str, str, str, int]  # (path, code, line text, occurrence)
 
 
@@ -102,7 +102,7 @@ def write(path: Path, findings: list[Finding]) -> None:
         {"path": k[0], "code": k[1], "line_text": k[2], "occurrence": k[3], "line": f.line, "message": f.message}
         for k, f in sorted(zip(keys(findings, path.parent), findings), key=lambda pair: (pair[0], pair[1].line))
     ]
-    data = {"cglint_baseline": FORMAT, "version": __version__, "findings": entries}
+    data = {"cglint_baseline": FORMAT_VERSION, "version": __version__, "findings": entries}
     write_new(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 

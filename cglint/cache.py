@@ -30,6 +30,8 @@ from cglint.footprint import Footprint
 from cglint.reach import Coverage
 
 CACHE_DIR = ".cglint_cache"
+# Results kept, newest first: every edit makes a new run key, so this is how far back an
+# undo finds its result; 64 covers an editing session and keeps the folder small.
 _MAX_ENTRIES = 64
 
 

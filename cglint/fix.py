@@ -30,6 +30,10 @@ from cglint.engine.syntax import children
 from cglint.findings import Finding
 from cglint.selection import Selection
 
+# Each pass applies the fixes that do not overlap and checks the result again; overlapping
+# fixes, and a batch one bad fix spoiled, wait for the next pass. The fixtures are fixed in one
+# pass (and a second that finds nothing left): ten bounds the full re-checks when fixes keep
+# being rejected.
 MAX_PASSES = 10
 
 

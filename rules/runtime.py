@@ -5,7 +5,7 @@ no examples: the static checker never produces them.
 """
 from __future__ import annotations
 
-from cglint.rule import RUNTIME, Rule, rules_defined_in
+from cglint.rule import RUNTIME, Rule
 
 
 class RuntimeSync(Rule):
@@ -100,7 +100,3 @@ class RuntimeCaptureError(Rule):
     fix_hint = "Read the CUDA error in the message; the line is where the capture broke."
     why = """The capture raised an error (a CUDA stream-capture error or a PyTorch capture check) at a
     line no other rule covers. The graph was not created."""
-
-
-# What the verifier reads (it may load this file alone, outside the package).
-RULES = rules_defined_in(globals())

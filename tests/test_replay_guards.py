@@ -520,7 +520,7 @@ def test_a_divergence_names_the_guarded_value_that_explains_it():
 
     sampler = AnnealedSampler()
     static = (torch.randn(4, 16),)
-    recorder = Recorder(Region("tests/test_replay_guards.py", 1, "cglint.verify"), stop=None)
+    recorder = Recorder(Region("tests/test_replay_guards.py", 1, "cglint.verify_function"), stop=None)
     inst = Instrumentation(Recorder(recorder.region, phase="capture"), gpu=False, guard_reads=True)
     with inst:
         static_out = sampler(*static)
@@ -556,7 +556,7 @@ def test_a_divergence_with_no_changed_guard_points_at_the_suspects():
     static = (torch.randn(4, 16),)
     static_out = sampler(*static)
     graph = FrozenReplay(static[0], static_out, 1.0)  # replays something else: no guard explains it
-    recorder = Recorder(Region("tests/test_replay_guards.py", 1, "cglint.verify"), stop=None)
+    recorder = Recorder(Region("tests/test_replay_guards.py", 1, "cglint.verify_function"), stop=None)
     gpu_backend._replay_against_eager(sampler, static, None, graph, static, static_out, recorder,
                                       VerifyReport(mode="gpu"), replays=2, rtol=1e-4, atol=1e-5, guarded=None)
     (divergence,) = recorder.findings()

@@ -23,7 +23,7 @@ torch = pytest.importorskip("torch")
 from cglint.verify.findings import errors, frames  # noqa: E402
 from cglint.verify.guards import liveness  # noqa: E402
 from cglint.verify.run import cli  # noqa: E402
-from cglint.verify.api import verify  # noqa: E402
+from cglint import verify_function  # noqa: E402
 from cglint.verify.capture.instrument import Instrumentation  # noqa: E402
 from cglint.verify.findings.recorder import Recorder  # noqa: E402
 
@@ -105,14 +105,14 @@ def branchy(x):
 
 def test_syncing_calls_are_reported_at_their_lines():
     # The second input takes the other branch: the first operator that differs is in it.
-    report = verify(syncs, (torch.tensor([1.0, 2.0, 3.0, 4.0]),), make_inputs=lambda: (-torch.arange(1.0, 5.0),))
+    report = verify_function(syncs, (torch.tensor([1.0, 2.0, 3.0, 4.0]),), make_inputs=lambda: (-torch.arange(1.0, 5.0),))
     assert report.mode == "cpu"
     assert found(report) == markers_of(syncs)
     assert all(f.source == "runtime" for f in report.findings)
 
 
 def test_host_work_and_host_rng_are_reported():
-    report = verify(host_work, (torch.randn(4),))
+    report = verify_function(host_work, (torch.randn(4),))
     assert found(report) == markers_of(host_work)
     printed = next(f for f in report.findings if f.code == "CG103")
     assert printed.category == "sync" and printed.column == 5
@@ -121,14 +121,14 @@ def test_host_work_and_host_rng_are_reported():
 def test_clean_function_has_no_findings_and_says_what_needs_a_gpu():
     from cglint.verify.cpu.backend import NOT_CHECKED
 
-    report = verify(clean, (torch.randn(3, 4), torch.randn(4, 5)))
+    report = verify_function(clean, (torch.randn(3, 4), torch.randn(4, 5)))
     assert report.findings == [] and report.ok
     assert report.skipped == list(NOT_CHECKED) and report.notes == []
     assert report.capture_error is None and report.replay_ms is None
 
 
 def test_two_inputs_taking_different_paths_are_a_control_flow_finding():
-    report = verify(branchy, (torch.tensor([1.0, 2.0]),), make_inputs=lambda: (torch.tensor([-1.0, 2.0]),))
+    report = verify_function(branchy, (torch.tensor([1.0, 2.0]),), make_inputs=lambda: (torch.tensor([-1.0, 2.0]),))
     assert found(report) == markers_of(branchy)
     cg290 = next(f for f in report.findings if f.code == "CG290")
     assert "aten.sin" in cg290.message and "aten.cos" in cg290.message
@@ -138,13 +138,13 @@ def test_data_dependent_shapes_are_a_dynamic_shape_finding():
     def pick(x):
         return torch.nonzero(x > 0)  # expect: CG105, CG790
 
-    report = verify(pick, (torch.tensor([1.0, -1.0, 2.0]),), make_inputs=lambda: (torch.tensor([1.0, 1.0, 2.0]),))
+    report = verify_function(pick, (torch.tensor([1.0, -1.0, 2.0]),), make_inputs=lambda: (torch.tensor([1.0, 1.0, 2.0]),))
     assert found(report) == markers_of(pick)
 
 
 def test_make_inputs_must_keep_the_shapes():
     with pytest.raises(ValueError, match="shapes"):
-        verify(clean, (torch.randn(3, 4), torch.randn(4, 5)), make_inputs=lambda: (torch.randn(2, 4), torch.randn(4, 5)))
+        verify_function(clean, (torch.randn(3, 4), torch.randn(4, 5)), make_inputs=lambda: (torch.randn(2, 4), torch.randn(4, 5)))
 
 
 def test_finding_carries_region_and_trace_from_the_verify_call():
@@ -154,21 +154,23 @@ def test_finding_carries_region_and_trace_from_the_verify_call():
     def inner(x):
         return x.sum().item()
 
-    report = verify(outer, (torch.randn(3),))
+    report = verify_function(outer, (torch.randn(3),))
     (finding,) = report.findings
-    assert finding.region.kind == "cglint.verify" and finding.region.path == HERE
-    # The site is the verify() call, also the outermost user frame: it is shown once.
+    assert finding.region.kind == "cglint.verify_function" and finding.region.path == HERE
+    # The site is the verify_function() call, also the outermost user frame: it is shown once.
     steps = [step.split(" ", 1)[1] for step in finding.trace]
-    assert steps == ["report = verify(outer, (torch.randn(3),))", "return inner(x)", "return x.sum().item()"]
+    assert steps == ["report = verify_function(outer, (torch.randn(3),))", "return inner(x)", "return x.sum().item()"]
     assert finding.to_json()["source"] == "runtime"
 
 
-def test_verify_is_callable_from_the_package():
+def test_the_api_is_a_plain_function_of_cglint():
     import cglint
     import cglint.verify as package
+    from cglint.verify import api
 
-    assert callable(package) and package.verify is verify
-    assert cglint.verify(clean, (torch.randn(3, 4), torch.randn(4, 5))).ok
+    assert cglint.verify_function is api.verify_function is verify_function
+    assert not callable(package)  # `cglint.verify` is the verifier's package, nothing more
+    assert cglint.verify_function(clean, (torch.randn(3, 4), torch.randn(4, 5))).ok
 
 
 # --- the building blocks -------------------------------------------------------------------
@@ -229,10 +231,12 @@ def test_liveness_reports_rebound_and_freed_tensors():
 
 
 def test_runtime_rules_are_runtime_only_and_complete():
+    from cglint.rule import rules_defined_in
     from cglint.rules import runtime
 
-    assert [r.code for r in runtime.RULES] == ["CG190", "CG290", "CG490", "CG690", "CG790", "CG990", "CG991"]
-    for rule in runtime.RULES:
+    rules = rules_defined_in(vars(runtime))
+    assert [r.code for r in rules] == ["CG190", "CG290", "CG490", "CG690", "CG790", "CG990", "CG991"]
+    for rule in rules:
         assert rule.scope == RUNTIME and not rule.invalid and not rule.valid
         assert rule.summary and rule.message and rule.fix_hint and rule.why
     assert runtime.RuntimeNoGain.severity == "info" and runtime.RuntimeDivergence.severity == "warning"
@@ -447,13 +451,13 @@ def test_numpy_random_is_host_rng():
     def noisy(x):
         return x * float(np.random.rand())  # expect: CG302
 
-    report = verify(noisy, (torch.randn(3),))
+    report = verify_function(noisy, (torch.randn(3),))
     assert found(report) == markers_of(noisy)
     assert "hook" not in np.random.rand.__qualname__  # the wrapper is gone after the run
 
 
 def test_evidence_lists_every_phase_once():
-    report = verify(lambda x: x.sum().item(), (torch.randn(3),))
+    report = verify_function(lambda x: x.sum().item(), (torch.randn(3),))
     (finding,) = report.findings
     assert finding.message.count("seen during") == 1 and "second input" in finding.message
 

@@ -16,7 +16,7 @@ from .helpers import expected_markers
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
-from cglint.verify.api import verify  # noqa: E402
+from cglint import verify_function  # noqa: E402
 
 from .samplers import AnnealedSampler  # noqa: E402
 
@@ -81,7 +81,7 @@ def good_step(x, w):
 
 @pytest.mark.parametrize("fn", [item_step, sync_step, event_step, h2d_step, d2h_step])
 def test_capture_error_is_a_finding_at_the_line(fn):
-    report = verify(fn, (cuda(2),))
+    report = verify_function(fn, (cuda(2),))
     assert report.mode == "gpu"
     assert report.capture_error, report.summary()
     assert found(report) == markers_of(fn), report.summary()
@@ -92,8 +92,8 @@ def test_capture_error_is_a_finding_at_the_line(fn):
 
 def test_later_captures_work_after_a_failed_one():
     for fn in (item_step, sync_step, d2h_step):
-        assert verify(fn, (cuda(2),)).capture_error
-    report = verify(good_step, (cuda(64, 64), cuda(64, 64)), measure_overhead=True)
+        assert verify_function(fn, (cuda(2),)).capture_error
+    report = verify_function(good_step, (cuda(64, 64), cuda(64, 64)), measure_overhead=True)
     assert report.ok and report.capture_error is None, report.summary()
     assert report.divergence == {}
     assert report.pool_bytes and report.pool_bytes > 0
@@ -103,7 +103,7 @@ def test_later_captures_work_after_a_failed_one():
 
 
 def test_frozen_host_random_number_diverges_on_replay():
-    report = verify(host_rng_step, (cuda(8),), timing=False)  # timing could add CG990 (info)
+    report = verify_function(host_rng_step, (cuda(8),), timing=False)  # timing could add CG990 (info)
     assert report.capture_error is None
     defined = inspect.getsourcelines(host_rng_step)[1]
     assert found(report) == markers_of(host_rng_step) | {("CG690", defined)}, report.summary()
@@ -111,7 +111,7 @@ def test_frozen_host_random_number_diverges_on_replay():
 
 
 def test_a_divergence_names_the_guarded_values_that_changed():
-    report = verify(AnnealedSampler(), (cuda(4, 16),), timing=False)
+    report = verify_function(AnnealedSampler(), (cuda(4, 16),), timing=False)
     lines, defined = inspect.getsourcelines(AnnealedSampler.forward)
     # The counter the captured forward steps is also reported where it stops advancing.
     advanced = defined + next(i for i, text in enumerate(lines) if "self.calls += 1" in text)
@@ -125,7 +125,7 @@ def test_a_divergence_names_the_guarded_values_that_changed():
 
 
 def test_cpu_rng_moved_to_the_device():
-    report = verify(cpu_rng_step, (cuda(2),))
+    report = verify_function(cpu_rng_step, (cuda(2),))
     assert found(report) == markers_of(cpu_rng_step), report.summary()
 
 
@@ -141,7 +141,7 @@ def test_training_step_that_updates_parameters_skips_the_comparison():
         return loss.detach()
 
     step(cuda(4, 8))  # gradients exist before capture
-    report = verify(step, (cuda(4, 8),))
+    report = verify_function(step, (cuda(4, 8),))
     assert report.capture_error is None and report.ok, report.summary()
     assert any("updates" in s for s in report.skipped)
 

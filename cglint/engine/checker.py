@@ -22,7 +22,7 @@ from cglint.engine.blocks import Blocks
 from cglint.engine.callers import ParameterValues
 from cglint.engine.captures import Capture, CaptureKind, TraceStep
 from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo, self_attr
-from cglint.engine.phases import cached_on_first_use
+from cglint.engine.warmup_only import cached_on_first_use
 from cglint.engine.project import Project
 from cglint.engine.reach_graph import ReachGraph, marker_node
 from cglint.engine.replay_writes import ANY_CONTAINER, ANY_ITEM, ANY_OWNER, ITEM, argument_keys, attribute_key, attribute_write_keys, item_keys, reachable, restored_state, writes_of
@@ -37,7 +37,17 @@ from cglint.rule import CAPTURE, REGION, REPLAY, Hit, Rule, applies
 CAPTURE_NAMES = frozenset(
     {"graph", "CUDAGraph", "make_graphed_callables", "capture_begin", "capture_end", "replay", "compile", "optimize", "contextmanager"}
 )
-MAX_DEPTH = 24  # longest call chain followed from a capture site
+# Steps of the longest call chain followed from a capture site (the site is the first step).
+# A function is walked once per set of argument values, so this bounds only chains whose
+# values change at every call (`f(n - 1)` with `n` known). The longest chain on the
+# real-world bench (bench/realworld) has 13 steps, in Transformer Engine (the fixtures', 7):
+# 24 is about twice that.
+MAX_TRACE_STEPS = 24
+# How many files that construct a class (`Cls(` in their text) are walked for the arguments
+# they pass. On the fixtures and the real-world bench 21 classes are constructed in more, up
+# to diffusers' `Attention(` in 100 files: searching up to 64 changed no finding and made
+# diffusers' check 70% slower.
+MAX_CONSTRUCTING_FILES = 8
 
 
 def _raise(module: ModuleInfo, exc: BaseException) -> None:
@@ -152,12 +162,9 @@ class Engine:
         for module in modules:
             if module not in self._modules:
                 self._modules.append(module)
-        self.project.only_capturing = True
-        try:
+        with self.project.capturing_modules_only():
             for module in self._modules:
                 self._guarded(module, lambda: self._discover_module(module))
-        finally:
-            self.project.only_capturing = False
 
     def _identifiers(self, function: FunctionInfo) -> frozenset:
         # From the `ast` outline where there is one: looking at names must not parse bodies.
@@ -191,8 +198,17 @@ class Engine:
             return statements.walked_calls  # without parsing the module's code
         return called_names(function.node)
 
-    def defer(self, function: FunctionInfo, env: dict[str, Value]) -> None:
-        self._deferred.setdefault(function.key, (function, env))
+    @property
+    def modules_left_out(self) -> bool:
+        """Whether walks run now, in discovery, without the modules that hold no capture form
+        (Project.capturing_modules_only): what they resolve may change once every module loads."""
+        return self.project.only_capturing
+
+    def walk_again_with_every_module(self, function: FunctionInfo, env: dict[str, Value]) -> None:
+        """What a walk found may depend on modules: if this one runs while modules are left out,
+        walk the function again once every module can load."""
+        if self.modules_left_out:
+            self._deferred.setdefault(function.key, (function, env))
 
     def _resolve_deferred(self) -> None:
         """Walk again, with every module available, the functions whose capture targets need them."""
@@ -233,13 +249,10 @@ class Engine:
 
     def helper_names(self) -> set[str]:
         """Names of project functions found to capture when called (for a second file scan)."""
-        self.project.only_capturing = True
-        try:
+        with self.project.capturing_modules_only():
             for capture in list(self._captures.values()):
                 if capture.function is not None:
                     self.helper(capture.function)
-        finally:
-            self.project.only_capturing = False
         helpers = {h.name.rsplit(".", 1)[-1] for h in self._helpers.values() if h.context or h.callable_params}
         return helpers | self._compiled_names | self._capturing_function_names() | self._replaying_function_names()
 
@@ -351,8 +364,8 @@ class Engine:
             self._queue.append(job)
 
     def enqueue(self, function: FunctionInfo, args: dict[str, Value], parent: Job, step: TraceStep) -> None:
-        # A cached function's body ran at warmup; at capture the cache answers (phases.py).
-        if len(parent.trace) < MAX_DEPTH and not _device_kernel(function) and not cached_on_first_use(function):
+        # A cached function's body ran at warmup; at capture the cache answers (warmup_only.py).
+        if len(parent.trace) < MAX_TRACE_STEPS and not _device_kernel(function) and not cached_on_first_use(function):
             self.reach_graph.call(parent.node, function, step)
             self._push(Job(function, args, parent.capture, parent.trace + (step,), at_call=True), _job_key(function, args, at_call=True))
 
@@ -533,16 +546,12 @@ class Engine:
             self._host_keys = (len(self._captures), hosts)
         return self._host_keys[1]
 
-    def changed_between_replays(self, key: tuple, reader: FunctionInfo, read: Optional[cst.CSTNode] = None) -> Optional[FunctionInfo]:
-        """The function that changes this name or attribute, read by `reader` (in statement
-        `read`), after a capture or around replay()."""
-        found = self.change_between_replays(key, reader, read)
-        return found[0] if found else None
-
     def change_between_replays(
         self, key: tuple, reader: FunctionInfo, read: Optional[cst.CSTNode] = None
     ) -> Optional[tuple[FunctionInfo, Optional[cst.CSTNode]]]:
-        """changed_between_replays, with the statement that writes (None for `model.eval()`)."""
+        """The function that changes this name or attribute, read by `reader` (in statement
+        `read`), after a capture or around replay(), with the statement that writes (None for
+        `model.eval()`)."""
         for function, after_capture, statement in (w for k in _matching(self._host_writes, key) for w in self._host_writes[k]):
             if key[0] == "name" and key[-1] in self.replay_selectors(function):
                 continue  # `bs = pad(n); graphs[bs].replay()`: it picks a graph, each keeps its own value
@@ -552,13 +561,9 @@ class Engine:
                 return function, statement
         return None
 
-    def changed_by_calls_between_replays(self, key: tuple, reader: FunctionInfo) -> Optional[FunctionInfo]:
-        """The function called between replays (a setter, `model.eval()`'s owner) that changes this state."""
-        found = self.call_changing_between_replays(key, reader)
-        return found[0] if found else None
-
     def call_changing_between_replays(self, key: tuple, reader: FunctionInfo) -> Optional[tuple[FunctionInfo, cst.Call, FunctionInfo]]:
-        """changed_by_calls_between_replays, as (that function, the call between replays, its caller)."""
+        """The function called between replays (a setter, `model.eval()`'s owner) that changes
+        this state, as (that function, the call between replays, its caller)."""
         writes = self._writes_between_replays()
         return next((
             w for k in _matching(writes, key) for w in writes[k] if not self._separate_programs(w[0].module, reader.module)
@@ -685,7 +690,7 @@ class Engine:
         return {n.value for r in self.replay_receivers(function) for n in [r, *descendants(r)] if isinstance(n, cst.Name) and n is not r}
 
     def note_construction(self, cls, args: dict[str, Value]) -> None:
-        if not self.project.only_capturing:  # values computed while modules were left out are unreliable
+        if not self.modules_left_out:  # values computed while modules were left out are unreliable
             self._constructions.setdefault(id(cls), []).append(args)
 
     def discover_calls_of(self, module: ModuleInfo, name: str) -> None:
@@ -714,7 +719,7 @@ class Engine:
         that name it record their calls (an engine's runner gets its model from a script)."""
         if id(cls) not in self._construction_search:
             self._construction_search.add(id(cls))
-            for module in self.project.modules_mentioning(f"{cls.name}("):
+            for module in self.project.modules_mentioning(f"{cls.name}(", limit=MAX_CONSTRUCTING_FILES):
                 functions = module.all_functions()
                 for function in [module.body_function, *(f for f in functions if cls.name in self._identifiers(f))]:
                     env = {} if function is module.body_function else initial_env(self.project, function)

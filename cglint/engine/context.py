@@ -188,13 +188,9 @@ class Context:
         """Local names the captures of this function bind inside their region (static outputs)."""
         return set().union(*(c.bound for c in self._walker.engine.captures_of(self._walker.function)))
 
-    def region_calls(self) -> set[str]:
-        """Calls made in the captures that matter here (see captures.call_keys): this
-        function's own, or every capture when this function only replays."""
-        return set().union(*(c.calls for c in self._replayed_captures()))
-
     def capture_calling(self, *keys: str) -> Optional[Capture]:
-        """The first capture that matters here (as region_calls) making one of these calls."""
+        """The first capture that matters here (this function's own, or every capture when this
+        function only replays) making one of these calls (see captures.call_keys)."""
         return next((c for c in self._replayed_captures() if c.calls.intersection(keys)), None)
 
     def capture_using(self, target: Union[str, cst.BaseExpression]) -> Optional[Capture]:

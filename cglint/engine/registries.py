@@ -21,7 +21,10 @@ from cglint.engine.values import Kind, Value, evaluate, returned_closures
 if TYPE_CHECKING:
     from cglint.engine.scope import Scope
 
-# How many files that name a decorator are searched for what it decorates.
+# How many files that name a decorator are searched for what it decorates. A registry's
+# decorator is written once per class it registers, mostly one class a file: 64 files is a
+# large model zoo, the count past which the second file scan also stops (check._SCAN_LIMIT);
+# a name in more files is a common word, not one registry.
 MAX_DECORATED_FILES = 64
 
 

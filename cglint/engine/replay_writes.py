@@ -23,20 +23,24 @@ import libcst as cst
 
 from cglint import vocabulary
 from cglint.engine.definitions import FunctionInfo
-from cglint.engine.phases import initializes_once, suite_nodes
+from cglint.engine.warmup_only import initializes_once, suite_nodes
 from cglint.engine.syntax import assigned_names, call_method, code_of, descendants, item_name, named_attribute_write
 
 if TYPE_CHECKING:
     from cglint.engine.project import Project
 
-# A setter usually writes directly or through one helper (`set_adapters` -> `layer.enable()`);
-# deeper chains are rare and each level multiplies the functions parsed.
-MAX_DEPTH = 3
+# Levels of calls searched for what a function called between replays writes, or captures
+# again: the function, its callees and theirs. A setter usually writes directly or through
+# one helper (`set_adapters` -> `layer.enable()`); NeMo's decoder captures again two calls
+# down (`_reinitialize` -> `_compile` -> `_capture`, tests/test_precision_real_code.py). A
+# fourth level changes no finding on the fixtures or the real-world bench, and each level
+# multiplies the functions parsed.
+SETTER_DEPTH = 3
 # nn.Module methods that switch the `training` attribute a captured forward may branch on.
 _MODE_SWITCHES = frozenset({"train", "eval"})
 
 
-def writes_of(project: "Project", function: FunctionInfo, depth: int = MAX_DEPTH) -> frozenset:
+def writes_of(project: "Project", function: FunctionInfo, depth: int = SETTER_DEPTH) -> frozenset:
     key = ("replay-writes", function.key, depth)
     return project.cached(key, lambda: _scan(project, function, depth), frozenset())
 
@@ -85,7 +89,7 @@ def initialised_once(project: "Project", function: FunctionInfo) -> frozenset:
     return project.cached(("initialised-once", function.key), lambda: _initialised_once(function.node), frozenset())
 
 
-def reachable(project: "Project", function: FunctionInfo, depth: int = MAX_DEPTH) -> tuple:
+def reachable(project: "Project", function: FunctionInfo, depth: int = SETTER_DEPTH) -> tuple:
     """The project functions `function` calls, a few levels deep (itself included)."""
     key = ("reachable", function.key, depth)
     return project.cached(key, lambda: _reach(project, function, depth), ())

@@ -46,7 +46,7 @@ def _is_toggle(value: Optional[cst.BaseExpression]) -> bool:
 # With no call seen between replays, their writes are setup; taking them for
 # state changed between replays was the largest share of false positives on real engine code
 # (diffusers, Megatron, SGLang, Transformer Engine, DeepSpeed). A call seen in the replay loop
-# still counts (engine.changed_by_calls_between_replays).
+# still counts (engine.call_changing_between_replays).
 _CONFIGURATION_WORDS = frozenset({
     "set", "enable", "disable", "configure", "init", "initialize", "setup", "register", "enter", "use", "build", "load",
     "exit", "leave", "destroy", "teardown", "cleanup", "close", "shutdown", "finalize", "unregister",

@@ -430,6 +430,8 @@ def _is_instance_of_torch_class(call: cst.Call, scope: "Scope") -> Optional[bool
 
 # A predicate is evaluated inside another's body at most this deep, and only when short: the
 # helpers that decide a path (`has_te_modules(fn)`, `self._use_graphs()`) are a few lines.
+# The longest asked about on the real-world bench has 22 statements; allowing four levels and
+# 200 statements changed no finding there.
 _PREDICATE_DEPTH = 2
 _PREDICATE_STATEMENTS = 40
 _predicates = threading.local()

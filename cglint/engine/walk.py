@@ -26,7 +26,7 @@ from cglint.engine.captures import CaptureKind
 from cglint.engine.context import Context
 from cglint.engine.definitions import ClassInfo, FunctionInfo, dataclass_fields, self_attr
 from cglint.engine.scope import CELL, Scope, config_field, config_parameter
-from cglint.engine.phases import ends_with, fills_searched_cache, first_call_only, initializes_once, returns_once_filled, suite_body
+from cglint.engine.warmup_only import ends_with, fills_searched_cache, first_call_only, initializes_once, returns_once_filled, suite_body
 from cglint.engine.syntax import (SCOPES, assigned_names, call_method, callee_name, children, code_of, descendants, dotted_name, named_attribute_write,
                                   positional)
 from cglint.engine.unfollowed import why_unfollowed
@@ -268,7 +268,7 @@ class Walker:
         """In a region, the branch of an `if` that cannot run during capture ('body' or
         'orelse'), from what the capture knows: whether it is capturing, the constant
         flags of the captured call and its constructors, and first-use initialisation
-        that warmup has already run (see phases.py)."""
+        that warmup has already run (see warmup_only.py)."""
         if not self.in_region:
             return None
         dead = self.dead_while_capturing(node.test)
@@ -399,10 +399,10 @@ class Walker:
                 helper = self.engine.helper(function)
                 if helper.context:
                     return CaptureKind.HELPER, helper.name
-            if self.engine.project.only_capturing and evaluate(expr.func, self.scope).kind == Kind.UNKNOWN:
+            if self.engine.modules_left_out and evaluate(expr.func, self.scope).kind == Kind.UNKNOWN:
                 # `with graph_ctx(cuda_graph=g):` where graph_ctx is `self.device_module.graph`, set
                 # in a base class whose module holds no capture form: known once every module is.
-                self.engine.defer(self.function, self.initial_env)
+                self.engine.walk_again_with_every_module(self.function, self.initial_env)
         return None
 
     # --- regions -----------------------------------------------------------
@@ -504,17 +504,17 @@ class Walker:
         if not self.in_region:
             resolved = [function for function, _ in callees]
             self.engine.note_host_call(self.function, resolved, node, {} if resolved else dict(self.scope.env), self.after_capture)
-            if not resolved and self.engine.project.only_capturing and self.after_capture:
-                # `model = Decoder()` was evaluated without the modules that hold no capture
-                # form, so `model.set_temperature(t)` in the replay loop resolved to nothing:
-                # walk again with every module, as for capture targets. Only after a capture
-                # in this function (a script, a serving loop): library `replay()` wrappers
-                # would cost a second walk each for nothing.
-                self.engine.defer(self.function, self.initial_env)
-            elif not resolved and self.engine.project.only_capturing and self.engine.is_compiled_name(callee_name(node.func)):
+            if not resolved and self.after_capture:
+                # While discovering, `model = Decoder()` was evaluated without the modules that
+                # hold no capture form, so `model.set_temperature(t)` in the replay loop
+                # resolved to nothing: walk again with every module, as for capture targets.
+                # Only after a capture in this function (a script, a serving loop): library
+                # `replay()` wrappers would cost a second walk each for nothing.
+                self.engine.walk_again_with_every_module(self.function, self.initial_env)
+            elif not resolved and self.engine.is_compiled_name(callee_name(node.func)):
                 # `self.denoiser(x, s)`, the attribute a constructor stores a compiled model in:
                 # its value comes from the constructor's callers, known once every module is.
-                self.engine.defer(self.function, self.initial_env)
+                self.engine.walk_again_with_every_module(self.function, self.initial_env)
             if (call_method(node) or (None, ""))[1] in ("train", "eval"):
                 self.engine.note_mode_switch(self.function, self.after_capture)
         self.note_dataclass_construction(node)
@@ -613,10 +613,9 @@ class Walker:
         return value
 
     def capture_targets(self, node: cst.Call, kind: CaptureKind, exprs: list, tensor_args: bool = False, helper: str = "") -> None:
-        if self.engine.project.only_capturing:
-            # Values here were computed without the modules that hold no capture form;
-            # the targets are resolved by walking this function again with every module.
-            self.engine.defer(self.function, self.initial_env)
+        # While discovering, values here were computed without the modules that hold no
+        # capture form: the targets are resolved by walking this function again with every module.
+        self.engine.walk_again_with_every_module(self.function, self.initial_env)
         self.engine.capture_callables(self.function, node, kind, self.callables(exprs), tensor_args=tensor_args, helper=helper)
         self.engine.note_capturer(self.function, lazily=self.lazily)
 

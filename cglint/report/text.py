@@ -9,7 +9,8 @@ from cglint.findings import Finding
 from cglint.reach import Coverage, coverage_phrase
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
-# Related locations shown under a finding; an aggregated finding can hold a hundred.
+# Related locations shown under a finding; an aggregated finding can hold a hundred: five
+# keep each finding to a few lines, and the line after them says `--format json` lists all.
 _RELATED_SHOWN = 5
 
 

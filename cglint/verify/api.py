@@ -1,4 +1,4 @@
-"""`cglint.verify(fn, sample_args)`: prove on a real capture that `fn` is graph-safe.
+"""`cglint.verify_function(fn, sample_args)`: prove on a real capture that `fn` is graph-safe.
 
 GPU mode: two instrumented eager passes on a side stream (the warmup) record hazards and
 the operator traces of two different inputs; then an instrumented capture, replays on
@@ -18,7 +18,7 @@ from cglint.verify.findings import rule_codes as rc
 from cglint.verify.result import VerifyReport
 
 
-def verify(
+def verify_function(
     fn: Callable[..., Any],
     sample_args: Any = (),
     *,

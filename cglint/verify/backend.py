@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Options:
-    """How `cglint.verify(fn, ...)` checks a function (see its docstring)."""
+    """How `cglint.verify_function(fn, ...)` checks a function (see its docstring)."""
 
     replays: int = 3
     rtol: float = 1e-4

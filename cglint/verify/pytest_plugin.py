@@ -151,9 +151,9 @@ def cglint_verify() -> Any:
     """
 
     def run(fn: Any, sample_args: Any = (), *, check: bool = True, **options: Any) -> Any:
-        from cglint.verify.api import verify
+        from cglint.verify.api import verify_function
 
-        report = verify(fn, sample_args, **options)
+        report = verify_function(fn, sample_args, **options)
         if check and not report.ok:
             pytest.fail(report.summary(), pytrace=False)
         return report

@@ -1,4 +1,4 @@
-"""What `cglint.verify(...)` returns."""
+"""What `cglint.verify_function(...)` returns."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

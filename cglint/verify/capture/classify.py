@@ -221,10 +221,6 @@ def classify_op(func: Any, args: tuple, kwargs: dict, *, gpu: bool) -> Hit:
     return None
 
 
-def is_random_op(func: Any) -> bool:
-    return torch.Tag.nondeterministic_seeded in getattr(func, "tags", ())
-
-
 # Library functions whose host reads have a rule of their own: (file name, function) -> hit.
 _LIBRARY_CODES = {
     (entry.file, function): (entry.code, entry.what)

@@ -59,7 +59,7 @@ def install(session: Session) -> None:
                     record_failed_call(session, exc, region_kind())
                 raise
             if getattr(self, "_cglint_api", False):
-                return  # cglint.verify() instruments its own capture
+                return  # cglint.verify_function() instruments its own capture
             # No dispatch mode: on a GPU the capture's own error and sync debug mode locate the syncs
             # it would see, and it cost a serving engine's captures several times their bare time.
             monitor = CaptureMonitor(owned_generators=owned_generators(self), operators=False)

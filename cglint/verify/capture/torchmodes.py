@@ -24,6 +24,8 @@ from cglint.verify.findings import frames
 if TYPE_CHECKING:
     from cglint.verify.capture.instrument import Instrumentation
 
+# Operators recorded per traced pass (compared between two passes): a large model's forward
+# dispatches a few thousand; this bounds the memory of a pass that loops in Python.
 _MAX_TRACE = 200_000
 # The host tracer (setprofile) and the guard collector (settrace) see every call and builtin
 # the modes' own bookkeeping makes: not the user's work, and tracing it made an instrumented

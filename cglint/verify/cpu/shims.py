@@ -208,7 +208,8 @@ def _on_cpu(value: Any) -> Any:
 
 
 # The devices the emulation made the CPU where the script said "cuda" (torch.device objects are
-# distinct, so identity tells them apart); newest last, a bounded number.
+# distinct, so identity tells them apart); newest last, a bounded number: a script makes a
+# few, and 4096 keeps every one of those while a loop that makes one per step stays bounded.
 _meant_cuda: dict[int, Any] = {}
 _MEANT_CUDA_KEPT = 4096
 

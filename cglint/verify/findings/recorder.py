@@ -17,6 +17,8 @@ from cglint.findings import Finding, Region, Related
 from cglint.verify.findings import frames
 from cglint.verify.findings.rule_metadata import meta
 
+# Evidence notes and related lines kept per finding: a hazard seen in every pass, capture
+# and replay would list each; six show what differed and keep the report readable.
 _MAX_EVIDENCE = 6
 # Told after an observation is made or gains evidence (a supervised run streams findings from here).
 on_observation: Optional[Callable[[], None]] = None

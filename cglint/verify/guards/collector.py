@@ -556,8 +556,10 @@ class GuardReadCollector:
 
 
 _built: dict[tuple, tuple[readplan.ReadSite, Guard, list[tuple[int, str]]]] = {}
-_MAX_BUILT = 100_000
 _keyed: dict[tuple, readplan.ReadSite] = {}  # a read by a local key, with the key seen written out
+# The size at which either memo is cleared whole: an entry per read site and object read, far
+# more than captures at a few sites build, so it only stops growth over a long session.
+_MAX_BUILT = 100_000
 
 
 def _is_dataclass_object(value: Any) -> bool:

@@ -43,6 +43,8 @@ from cglint.verify.findings import rule_codes as rc
 from cglint.verify.findings.recorder import Observation, Recorder
 
 _SCALAR_TYPES = frozenset({bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device})
+# A tuple is guarded as a value when it is short (a shape, a few settings): a longer one is
+# data, and comparing it before every replay would slow the replay loop.
 _MAX_TUPLE = 16
 # The rule of a guard, by how the capture used the value it read (readplan).
 CODES = {readplan.VALUE: rc.code_of("frozen-host-value"), readplan.BRANCH: rc.code_of("branch-on-changing-host-state"),

@@ -30,8 +30,6 @@ from cglint.verify.run.captures import CaptureRecord
 INTERRUPT_GRACE_S = 10.0
 # How long faulthandler gets to write where a timed-out child hangs before the kill.
 DUMP_GRACE_S = 1.0
-# Python's exit status for an uncaught KeyboardInterrupt (128 + SIGINT).
-INTERRUPTED_STATUS = 130
 _FAULT_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+)')
 
 
