@@ -3,7 +3,7 @@
 Modules of the verifier name rules through these constants, not through literal codes: a
 misspelt name fails here, when the verifier is imported, instead of yielding findings
 under a code no rule defines. A rule the verifier reports only through its symbol tables
-(rules/runtime_api.toml, checked against the catalogue when they load) has no constant here.
+(rules/vocabulary.toml, checked against the catalogue when it loads) has no constant here.
 """
 from __future__ import annotations
 
