@@ -24,4 +24,8 @@ def __getattr__(name: str):
         from cglint.verify.api import verify_function
 
         return verify_function
+    if name == "verify":  # shared/DESIGN.md's name for the API: the package, which is callable
+        import cglint.verify
+
+        return cglint.verify
     raise AttributeError(f"module 'cglint' has no attribute {name!r}")
