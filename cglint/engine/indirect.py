@@ -157,13 +157,13 @@ def _loop_variable(function: cst.CSTNode, name: str, scope) -> Value:
     for node in descendants(function):
         if not isinstance(node, cst.For):
             continue
-        element = loop_element(node.iter, scope)
         if isinstance(node.target, cst.Name) and node.target.value == name:
-            return element
+            return loop_element(node.iter, scope)
         if isinstance(node.target, cst.Tuple):
             for index, part in enumerate(node.target.elements):
-                if isinstance(part.value, cst.Name) and part.value.value == name and index < len(element.items):
-                    return element.items[index]
+                if isinstance(part.value, cst.Name) and part.value.value == name:
+                    element = loop_element(node.iter, scope)
+                    return element.items[index] if index < len(element.items) else Value(Kind.UNKNOWN)
     return Value(Kind.UNKNOWN)
 
 
@@ -199,8 +199,8 @@ def _held_modules(classes: list[ClassInfo], scope) -> tuple:
         if cls in seen:
             continue
         seen.append(cls)
-        attrs = {a for klass in scope.project.mro(cls) for m in klass.methods.values() if m.outline is not None
-                 for a in m.outline.facts.stored_attrs}
+        attrs = {attr for klass in scope.project.mro(cls) for m in klass.methods.values()
+                 for attr in (m.outline.facts.stored_attrs if m.outline is not None else [w.attr for w in m.self_writes()])}
         for attr in sorted(attrs):
             member = scope.class_member(cls, attr)
             if member.kind == Kind.OBJECT and not member.is_class:

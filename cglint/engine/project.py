@@ -75,6 +75,7 @@ class Project:
         self.searches: dict[str, list[Path]] = {}  # text searched for -> files that had it
         self.missing: list[str] = []  # modules looked for on disk and not found ("root/pkg/mod")
         self._find_constructions: Optional[Callable[[ClassInfo], list]] = None
+        self._find_parameters: Optional[Callable[[FunctionInfo], dict]] = None
         self._defined_names: Optional[frozenset] = None
 
     @property
@@ -154,6 +155,15 @@ class Project:
     def constructions(self, cls: ClassInfo) -> list[dict]:
         """Argument values of the calls that construct `cls` (none before the engine gives its finder)."""
         return self._find_constructions(cls) if self._find_constructions is not None and not self._only_capturing else []
+
+    def find_parameters_with(self, finder: Callable[[FunctionInfo], dict]) -> None:
+        """How a function's parameters are found from its callers (callers.ParameterValues.of)."""
+        self._find_parameters = finder
+
+    def parameters(self, function: FunctionInfo) -> dict:
+        """The project objects each parameter of `function` may hold over its callers (none
+        before the engine gives its finder)."""
+        return self._find_parameters(function) if self._find_parameters is not None and not self._only_capturing else {}
 
     def modules_mentioning(self, text: str, *, limit: int) -> list[ModuleInfo]:
         """Modules among the checked files whose source contains `text` (parsed on demand).

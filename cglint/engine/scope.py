@@ -237,7 +237,8 @@ class Scope:
                 else:
                     current = evaluate(write.value, Scope(self.project, write.method, initial_env(self.project, write.method)))
                     if current.kind == Kind.UNKNOWN and _is_parameter(write.value, write.method, setter=True):
-                        given = self._passed_to_setter(klass, write)
+                        named = write.value.value if isinstance(write.value, cst.Name) else ""
+                        given = self.project.parameters(write.method).get(named, UNKNOWN)
                         if given.targets:  # `self.set_processor(PROCESSORS[name]())` in __init__
                             value = given if value is None else join(value, given)
                         else:
@@ -270,32 +271,6 @@ class Scope:
             # such a value, nothing is known.
             return Value(Kind.HOST) if value is not None and value.kind == Kind.HOST and value.const is not PY_NONE else UNKNOWN
         return value or UNKNOWN
-
-    def _passed_to_setter(self, cls: ClassInfo, write: AttrWrite) -> Value:
-        """The project objects the class's own methods pass to the setter that makes `write`
-        (`self.set_processor(AttnProcessor())` in `__init__`, then `self.processor = processor`)."""
-        setter, name = write.method, write.value.value if isinstance(write.value, cst.Name) else None
-        if name is None:
-            return UNKNOWN
-        found: Optional[Value] = None
-        for method in cls.methods.values():
-            if method is setter or not isinstance(method.node, cst.FunctionDef) or not method.params:
-                continue
-            if method.outline is not None and not method.outline.mentions((f".{setter.name}(",)):
-                continue
-            me, scope = method.params[0].name.value, None
-            for node in descendants(method.node):
-                if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == setter.name
-                        and isinstance(node.func.value, cst.Name) and node.func.value.value == me):
-                    continue
-                for param, expr in setter.arguments(node, bound=True):
-                    if param != name:
-                        continue
-                    scope = scope or (self._constructed(cls, method) if method.name == "__init__" else self.assigned(method))
-                    current = evaluate(expr, scope)
-                    if current.kind == Kind.OBJECT and current.targets:
-                        found = current if found is None else join(found, current)
-        return found or UNKNOWN
 
     def _stored_entries(self, cls: ClassInfo, attr: str) -> tuple:
         """((key, value), ...) that methods of `cls` store into the container `self.<attr>`
