@@ -32,6 +32,8 @@ def size_arguments(node: cst.CSTNode, ctx) -> list[cst.BaseExpression]:
     size = keyword(node, "size")
     if ctx.call_name(node) in vocabulary.names("shapes.factories"):
         args = positional(node)
+        if ctx.call_name(node) in vocabulary.names("shapes.factories", "ranges") and len(args) >= 2 and _same_state(args[0], args[1], ctx):
+            args = args[2:]  # `arange(pos, pos + 1)`: bounds that move together keep the size; the values are CG601's
         return ([size] if size is not None else []) + (args[:1] if ctx.call_name(node) == "torch.full" else args)
     method = ctx.method(node)
     if method is not None and method[1] in vocabulary.names("shapes.methods") and ctx.maybe_tensor(method[0]):
@@ -39,6 +41,11 @@ def size_arguments(node: cst.CSTNode, ctx) -> list[cst.BaseExpression]:
             args = positional(node)
             return ([size] if size is not None else []) + (args[:1] if method[1] == "topk" else args)
     return []
+
+
+def _same_state(first: cst.BaseExpression, second: cst.BaseExpression, ctx) -> bool:
+    """Whether two bounds read the same host state (`pos` and `pos + 1`)."""
+    return bool({code_of(r) for r in ctx.host_reads(first)} & {code_of(r) for r in ctx.host_reads(second)})
 
 
 def _closure_cell(read: cst.BaseExpression, ctx) -> bool:

@@ -7,10 +7,13 @@ sees: every replay keeps the capture-time value.
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import libcst as cst
 
 from cglint import vocabulary
 from cglint.engine.syntax import code_of, string_value
+from cglint.engine.state import Change, reword
 from cglint.rule import REPLAY, Hit, Rule
 from cglint.rules.dynamic_shape import changing_number, size_arguments
 
@@ -29,6 +32,18 @@ def _captured_work(call: cst.Call, ctx) -> bool:
         # A receiver of unknown type counts when the method names a tensor op (`s.mul_(decay)`).
         return receiver.is_tensor or bool(receiver.targets) or ctx.value(call).is_tensor
     return bool(ctx.value(call.func).targets)
+
+
+def _stored_callable(node: cst.CSTNode, ctx) -> Optional[cst.BaseExpression]:
+    """`self._scale_loss` in `self._scale_loss(loss)`: project code held in state (a partial
+    with its bound arguments, a function, a module object). Capture records the kernels of
+    the one it held then; rebinding it later changes nothing the graph replays."""
+    if not isinstance(node, cst.Call) or not isinstance(node.func, (cst.Attribute, cst.Name)):
+        return None
+    if isinstance(node.func, cst.Name) and ctx.is_local(node.func.value):
+        return None
+    held = ctx.value(node.func)
+    return node.func if held.targets and not held.is_class else None
 
 
 def _operands(node: cst.CSTNode, ctx) -> list[cst.BaseExpression]:
@@ -181,11 +196,24 @@ for update in range(100):
     )
 
     def check(self, node, ctx):
+        seen: set[str] = set()
         for operand in _operands(node, ctx):
+            if isinstance(operand, cst.Call) and next(iter(ctx.host_reads(operand)), None) is None:
+                state = ctx.returned_state(operand)  # `loss / get_num_microbatches()`
+                if state:
+                    yield Hit(operand, {"read": code_of(operand), "state": reword(state, state.split(f"`{code_of(operand)}` ", 1)[-1])})
             for read in ctx.host_reads(operand):
+                if code_of(read) in seen:
+                    continue  # `arange(pos, pos + 1)`: one finding for `pos`
                 state = changing_number(read, ctx)
                 if state:
+                    seen.add(code_of(read))
                     yield Hit(read, {"read": code_of(read), "state": state})
+        callee = _stored_callable(node, ctx)
+        if callee is not None:
+            state = ctx.changing_state(callee, any_write=True)
+            if isinstance(state, Change) and state.repeats:
+                yield Hit(callee, {"read": code_of(callee), "state": reword(state, state.split(f"`{code_of(callee)}` ", 1)[-1])})
 
 
 def _lr_is_tensor(optimizer, ctx) -> bool:

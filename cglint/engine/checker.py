@@ -461,7 +461,14 @@ class Engine:
         replays: after a capture in it, or in a function that replays a graph captured
         elsewhere; in one that replays through calls, in a loop that makes them."""
         if after_capture:
-            return True
+            # Not once after its own capture in a helper that only captures (a capture-mode flag
+            # reset, an offset put back, the graphed forward installed: setup before the first
+            # replay); the code after a call of such a helper goes on to use the graph.
+            if function.qualname == "<module>" or self.calls_replay(function) or self._called_in_replay_loop(function):
+                return True
+            # A caller of a capture helper that goes on to train or serve (`main()` capturing,
+            # then calling `train()`, whose loop replays) a few calls down.
+            return not self.captures_in(function) and self._replays_below(function)
         if not self.calls_replay(function) or self._captures_here(function):
             return False
         if function.key not in self._drivers:
@@ -471,6 +478,9 @@ class Engine:
         # In its replay loop; or before a replay when it is itself called from a replay loop
         # (a pipeline's `__call__` setting the guidance scale, run for each prompt).
         return self._in_replay_loop(function, statement) or (self._replay_after(function, statement) and self._called_in_replay_loop(function))
+
+    def _replays_below(self, function: FunctionInfo) -> bool:
+        return any(reached.key in self._replayers for reached in reachable(self.project, function))
 
     def _called_in_replay_loop(self, function: FunctionInfo) -> bool:
         return any(

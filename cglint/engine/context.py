@@ -71,6 +71,10 @@ class Context:
         a number baked into kernels)."""
         return self._walker.engine.state.changing(expr, self._walker.scope, any_write, statement=self._walker.statement)
 
+    def returned_state(self, call: cst.Call) -> Optional[str]:
+        """How the state a project function's result comes from changes between replays (StateFacts.returned)."""
+        return self._walker.engine.state.returned(call, self._walker.scope, any_write=True)
+
     def derived_state(self, name: cst.Name) -> Optional[str]:
         """Describe the local `name` if it was computed from host state that changes between
         replays (`lr = self.current_lr()`, which reads a step counter), whatever `name`'s kind."""

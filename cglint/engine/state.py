@@ -95,12 +95,17 @@ class Change(str):
     sites: tuple = ()
     _runs: Any = True
     by: Optional[FunctionInfo] = None
+    repeats: bool = False
 
-    def __new__(cls, text: str, sites: Iterable[Location] = (), runs: Any = True, by: Optional[FunctionInfo] = None) -> "Change":
+    def __new__(cls, text: str, sites: Iterable[Location] = (), runs: Any = True, by: Optional[FunctionInfo] = None,
+                repeats: bool = False) -> "Change":
         change = super().__new__(cls, text)
         change.sites = tuple(sites)
         change._runs = runs  # a bool, or a function that decides it when first asked
         change.by = by  # the function whose running makes the change (called between replays, or the writer)
+        # Made again between later replays (a call in the replay loop, a function that replays),
+        # not once after the capture (a wrapper installing its graphed forward).
+        change.repeats = repeats
         return change
 
     @property
@@ -116,7 +121,7 @@ class Change(str):
         return self._runs
 
     def reworded(self, text: str) -> "Change":
-        return Change(text, self.sites, self._runs, self.by)
+        return Change(text, self.sites, self._runs, self.by, self.repeats)
 
 
 def reword(state: Optional[str], text: str) -> str:
@@ -155,7 +160,7 @@ class StateFacts:
             function, written = found
             where = "the module" if function.qualname == "<module>" else f"{function.qualname}()"
             sites = [Location(function.module, written, f"changes {code} between calls")] if written is not None else []
-            return Change(f"{code} is changed between replays in {where}", sites, by=function)
+            return Change(f"{code} is changed between replays in {where}", sites, by=function, repeats=self.engine.calls_replay(function))
         container = expr.value if isinstance(expr, cst.Subscript) else expr  # an entry changes with its container
         if isinstance(container, cst.Attribute):
             base = evaluate(container.value, scope)
@@ -188,18 +193,43 @@ class StateFacts:
             return None
         return self._derived_from(expr.value, self._sources(expr.value, scope), scope, any_write, depth, statement)
 
+    def returned(self, call: cst.Call, scope: "Scope", any_write: bool = False, depth: int = 0) -> Optional[str]:
+        """How the state a project function's result is computed from changes between replays:
+        `get_num_microbatches()` returning `_CALCULATOR.get()`, which returns
+        `self.num_micro_batches`, which `update()` in the training loop rewrites."""
+        if depth >= _MAX_DERIVATION:
+            return None
+        functions = [f for f in evaluate(call.func, scope).targets if isinstance(f, FunctionInfo)]
+        sources = [source for function in functions for source in self._returns(function)]
+        # Getters only: a function that computes with what it reads (`return self.x * self.n`)
+        # is walked in the region itself, where its own reads are reported.
+        if not sources or not all(isinstance(value, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)) for value, _ in sources):
+            return None
+        return self._derived_from(f"{code_of(call)}", sources, scope, any_write, depth, None)
+
+    def _calls_project(self, value: cst.BaseExpression, scope: "Scope") -> bool:
+        return isinstance(value, cst.Call) and any(isinstance(f, FunctionInfo) for f in evaluate(value.func, scope).targets)
+
     def _derived_from(self, label: str, sources: Iterable[tuple[cst.BaseExpression, "Scope"]], scope: "Scope",
                       any_write: bool, depth: int, statement: Optional[cst.CSTNode]) -> Optional[str]:
         """How the state that any of `sources` (expressions, each in its scope) reads changes."""
         for value, source_scope in sources:
             assigned = self._assignments(source_scope.function)
-            for read in host_reads(value, source_scope):
-                if isinstance(read, cst.Name) and read.value in assigned and source_scope is not scope:
+            nested = [value] if source_scope is not scope and self._calls_project(value, source_scope) else []  # `return _CALC.get()`
+            for read in nested or host_reads(value, source_scope):
+                if isinstance(read, cst.Call):
+                    state = self.returned(read, source_scope, any_write, depth + 1)
+                elif isinstance(read, cst.Name) and read.value in assigned and source_scope is not scope:
                     state = self.derived(read, source_scope, any_write, depth + 1)  # a local of the helper
                 elif evaluate(read, source_scope).kind == Kind.HOST or (
                     isinstance(read, cst.Attribute) and source_scope.property_read(read) is not None  # `lr = self.schedule.lr`
                 ):
                     state = self.changing(read, source_scope, any_write, depth + 1, statement if source_scope is scope else None)
+                elif any_write and isinstance(read, cst.Attribute) and source_scope is not scope:
+                    # A getter's `return self.num_micro_batches` of unknown kind: rebound between
+                    # replays, the graph keeps the old object, number or tensor (`+=` may be in place).
+                    state = self.changing(read, source_scope, any_write, depth + 1)
+                    state = state if isinstance(state, Change) and _rebinds(state) else None
                 else:
                     continue
                 if state:
@@ -217,7 +247,7 @@ class StateFacts:
         if found is not None:
             writer, written = found
             sites.append(Location(writer.module, written, f"changes {code}"))
-        return Change(f"{code} is changed between replays by {function.qualname}()", sites, by=function)
+        return Change(f"{code} is changed between replays by {function.qualname}()", sites, by=function, repeats=True)
 
     def _write_below(self, function: FunctionInfo, expr: cst.BaseExpression, depth: int = 3) -> Optional[tuple[FunctionInfo, cst.CSTNode]]:
         """The statement that writes the state `expr` reads: in `function`, or in the functions
@@ -336,6 +366,10 @@ class StateFacts:
             if expr.value not in scope.env:  # a global or a closure variable
                 body = scope.module.body_function
                 keys += [("name", body.key, expr.value), ("global", scope.module.name, expr.value), ("cell", expr.value)]
+                enclosing = scope.function.parent
+                while enclosing is not None and enclosing is not body:  # `pos += 1` in the function that made the closure
+                    keys.append(("name", enclosing.key, expr.value))
+                    enclosing = enclosing.parent
             return keys
         base = evaluate(expr.value, scope) if isinstance(expr, cst.Attribute) else None
         if base is None or base.kind not in (Kind.OBJECT, Kind.UNKNOWN):
@@ -344,6 +378,9 @@ class StateFacts:
         classes = [t for t in base.targets if isinstance(t, ClassInfo)] if not base.is_class else []
         if not classes:
             return [attribute_key(name, ANY_OWNER)]
+        if isinstance(expr.value, cst.Name) and expr.value.value == scope.self_name and not scope.env.get(expr.value.value):  # type: ignore[attr-defined]
+            # `self` of a base-class method with no known receiver: any subclass's object (its `update()` writes).
+            classes += [sub for cls in classes for sub in self.project.subclasses(cls) if sub not in classes]
         # Written on this class or a base class, or on an object whose class is unknown.
         return [attribute_key(name, k.qualname) for cls in classes for k in self.project.mro(cls)] + [attribute_key(name)]
 
@@ -475,6 +512,12 @@ class StateFacts:
 
 
 _RETURNED = "<return>"
+
+
+def _rebinds(change: Change) -> bool:
+    """Whether the writes a change names assign the state anew (not `+=`, which a tensor does in place)."""
+    writes = [site.node for site in change.sites if isinstance(site.node, (cst.Assign, cst.AugAssign, cst.AnnAssign))]
+    return bool(writes) and all(not isinstance(w, cst.AugAssign) for w in writes)
 
 
 def assigned_target(node: cst.CSTNode) -> cst.BaseExpression:

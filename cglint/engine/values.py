@@ -802,13 +802,38 @@ def _call(call: cst.Call, scope: "Scope") -> Value:
             return TENSOR  # calling an nn.Module runs its forward
         # `forward_fn = create_forward_fn(desc)` of factories passed as an argument: what the
         # factories known to return something return (a call may reach any of them).
-        known = [v for v in (returned_value(f, scope) for f in callee.targets if isinstance(f, FunctionInfo)) if v is not UNKNOWN]
+        known = [v for v in (_returned_by_call(f, call, scope) for f in callee.targets if isinstance(f, FunctionInfo)) if v is not UNKNOWN]
         if known:
             result = known[0]
             for value in known[1:]:
                 result = join(result, value)
             return result
     return UNKNOWN
+
+
+def _returned_by_call(function: FunctionInfo, call: cst.Call, scope: "Scope") -> Value:
+    """What one call of a project function gives: the argument it hands back, else returned_value."""
+    given = _returned_parameters(function)
+    if given and not function.is_method:
+        # `model = inject_adapter(TinyModel())` where `inject_adapter` changes its argument in
+        # place and returns it: the caller's object, whatever the function did to it.
+        passed = [evaluate(expr, scope) for name, expr in function.arguments(call, False) if name in given]
+        if len(passed) == len(given) and all(v is not UNKNOWN for v in passed):
+            result = passed[0]
+            for value in passed[1:]:
+                result = join(result, value)
+            return result
+    return returned_value(function, scope)
+
+
+def _returned_parameters(function: FunctionInfo) -> frozenset:
+    """The parameters a function returns where every `return` names one (`return model`)."""
+    if function.outline is None:
+        return frozenset()
+    returns = returns_of(function.outline.node)
+    names = frozenset(v.id for v in returns if isinstance(v, ast.Name))
+    params = {p.name.value for p in function.params}
+    return names if returns and all(isinstance(v, ast.Name) for v in returns) and names <= params else frozenset()
 
 
 def returned_value(function: FunctionInfo, scope: "Scope") -> Value:
@@ -880,7 +905,7 @@ def _call_qualified(call: cst.Call, qualified: str, scope: "Scope") -> Value:
     if isinstance(definition, ClassInfo):
         return Value(Kind.OBJECT, targets=(definition,), tag=scope.class_tag(definition))
     if isinstance(definition, FunctionInfo):
-        return returned_value(definition, scope)
+        return _returned_by_call(definition, call, scope)
     if isinstance(definition, ModuleInfo):
         return UNKNOWN
     if definition is None and not qualified.startswith("torch.") and qualified not in vocabulary.names("values.host_builtins"):
@@ -1007,6 +1032,8 @@ def _call_method(call: cst.Call, receiver: Value, name: str, scope: "Scope") -> 
                     return TENSOR
             methods = [t for t in member.targets if isinstance(t, FunctionInfo)]
             if len(methods) == 1:  # `norm = self._grad_norm()`, `index = self.index_for_timestep(t)`
+                if _returned_parameters(methods[0]) == {methods[0].params[0].name.value if methods[0].params else ""}:
+                    return receiver  # `def to_device(self, d): ...; return self`
                 value = returned_torch_value(methods[0], scope)
                 return value if value is not UNKNOWN else returned_host_number(methods[0], scope)
         if receiver.tag == "numpy_rng":

@@ -1,0 +1,198 @@
+"""What changes between replays, from the program rather than from spellings: a closure's cell
+advanced by the loop that replays, a `functools.partial` rebuilt with a new bound value, a
+getter over a global object a loop updates (each the reduced shape of a program whose replays
+diverged on an H200); and what does not: a capture helper putting back a capture-mode flag or
+installing its graphed forward after its own capture, once, before any replay."""
+from __future__ import annotations
+
+import textwrap
+
+from cglint.api import check_source
+
+
+def found(source: str) -> list[tuple[str, str]]:
+    text = textwrap.dedent(source)
+    lines = text.splitlines()
+    return [(f.code, lines[f.line - 1].strip()) for f in check_source(text, "example.py") if f.severity != "info"]
+
+
+def test_closure_cell_advanced_in_the_replay_loop():
+    # gpt-fast's decode: the captured closure reads `pos`, the loop that replays steps it.
+    assert found('''
+        import torch
+
+        def warmup_and_capture(fn, *args):
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                out = fn(*args)
+            return graph, out
+
+        def generate(model, token, steps):
+            pos = 5
+
+            def decode_one_token(m, cur):
+                input_pos = torch.arange(pos, pos + 1, device=cur.device)
+                return m(cur, input_pos)
+
+            graph, out = warmup_and_capture(decode_one_token, model, token)
+            for _ in range(steps):
+                graph.replay()
+                pos += 1
+            return out
+    ''') == [("CG601", "input_pos = torch.arange(pos, pos + 1, device=cur.device)")]
+
+
+def test_closure_cell_the_loop_never_changes_is_no_finding():
+    assert found('''
+        import torch
+
+        def generate(model, token, steps):
+            pos = 5
+
+            def decode_one_token(m, cur):
+                return m(cur, torch.arange(pos, pos + 1, device=cur.device))
+
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                out = decode_one_token(model, token)
+            for _ in range(steps):
+                graph.replay()
+            return out
+    ''') == []
+
+
+PARTIAL = '''
+    import functools
+    import torch
+
+    def scale_loss(loss, *, scale):
+        return loss * scale
+
+    class Engine:
+        def __init__(self, model):
+            self.module = model
+            self.cur_scale = 256.0
+            self._refresh()
+            self.graph = None
+
+        def _refresh(self):
+            self._scale_loss = functools.partial(scale_loss, scale=self.cur_scale)
+
+        def _fwd_bwd(self, x):
+            scaled = self._scale_loss(self.module(x).sum())
+            scaled.backward()
+            return scaled.detach()
+
+        def forward_backward(self, x):
+            if self.graph is None:
+                self.static_x = x.clone()
+                self.graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(self.graph):
+                    self.static_out = self._fwd_bwd(self.static_x)
+            self.static_x.copy_(x)
+            self.graph.replay()
+            return self.static_out.clone()
+
+        def step(self, overflow):
+            if overflow:
+                self.cur_scale /= 2
+            REFRESH
+
+    def main(model, batches):
+        engine = Engine(model)
+        for x in batches:
+            engine.forward_backward(x)
+            engine.step(False)
+'''
+
+
+def test_partial_rebuilt_between_replays():
+    # DeepSpeed's loss scaler: the captured step calls the partial it held at capture.
+    assert found(PARTIAL.replace("REFRESH", "self._refresh()")) == [
+        ("CG601", "scaled = self._scale_loss(self.module(x).sum())"),
+    ]
+
+
+def test_partial_built_once_is_no_finding():
+    assert found(PARTIAL.replace("REFRESH", "pass")) == []
+
+
+def test_getter_over_a_global_object_the_loop_updates():
+    # Megatron's num-microbatches calculator: a module global read through two getters.
+    assert found('''
+        import torch
+
+        _CALC = None
+
+        class Calculator:
+            def __init__(self, n):
+                self.num_micro_batches = n
+
+            def get(self):
+                return self.num_micro_batches
+
+            def update(self, consumed):
+                self.num_micro_batches = 1 + consumed // 100
+
+        def init_calculator(n):
+            global _CALC
+            _CALC = Calculator(n)
+
+        def get_num_microbatches():
+            return _CALC.get()
+
+        def update_num_microbatches(consumed):
+            _CALC.update(consumed)
+
+        def forward_step(model, x):
+            return model(x).sum() / get_num_microbatches()
+
+        def train(model, batches):
+            init_calculator(4)
+            static_x = torch.zeros(4, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                out = forward_step(model, static_x)
+            for i, x in enumerate(batches):
+                static_x.copy_(x)
+                g.replay()
+                update_num_microbatches(i * 64)
+    ''') == [("CG601", "return model(x).sum() / get_num_microbatches()")]
+
+
+def test_capture_helper_resetting_its_flag_and_installing_the_graph():
+    # Transformer Engine's make_graphed_callables: a capture-mode setting put in place around
+    # its own capture, and the module's forward replaced by the graphed one afterwards, once.
+    assert found('''
+        import functools
+        import torch
+
+        _SCALE = 1.0
+
+        def capture_scale():
+            return _SCALE
+
+        def set_capture_scale(scale):
+            global _SCALE
+            _SCALE = scale
+
+        class Layer(torch.nn.Module):
+            def forward(self, x):
+                return x.float() * capture_scale()
+
+        def _replay(graph, out):
+            graph.replay()
+            return out
+
+        def make_graphed(module, x):
+            set_capture_scale(2.0)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                out = module.forward(x)
+            set_capture_scale(1.0)
+            module.forward = functools.partial(_replay, graph, out)
+            return module
+
+        def build(x):
+            return make_graphed(Layer(), x)
+    ''') == []
