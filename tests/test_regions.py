@@ -314,3 +314,55 @@ def test_cudagraphs_backend_of_torch_compile():
     fast = torch.compile(step, backend="cudagraphs")
     """
     assert lines(source) == {("CG112", 4)}
+
+
+def test_graph_context_returned_by_a_device_abstraction():
+    # DeepSpeed's accelerator: `capture_to_graph()` returns torch.cuda.graph(...), and the
+    # engine captures under `with get_accelerator().capture_to_graph(g):`.
+    source = """
+    import torch
+
+    class CudaAccelerator:
+        def create_graph(self):
+            return torch.cuda.CUDAGraph()
+
+        def capture_to_graph(self, graph, pool=None, stream=None): return torch.cuda.graph(graph, pool, stream)
+
+        def device_name(self):
+            return "cuda"
+
+    _ACCELERATOR = CudaAccelerator()
+
+    def get_accelerator():
+        return _ACCELERATOR
+
+    class InferenceEngine:
+        def __init__(self, module):
+            self.module = module
+
+        def _create_cuda_graph(self, x):
+            self.graph = get_accelerator().create_graph()
+            with get_accelerator().capture_to_graph(self.graph):
+                self.out = self.module(x).sum().item()
+
+        def describe(self, x):
+            with get_accelerator().device_name():
+                return x.sum().item()
+    """
+    assert lines(source) == {("CG101", 24)}  # not the `with` over device_name(), which captures nothing
+
+
+def test_one_line_bodies_are_walked():
+    # `def f(x): return x.item()` and `if cond: x.cpu()`: a one-line suite's statements.
+    source = """
+    import torch
+
+    def total(x): return x.sum().item()
+
+    def run(x, debug):
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            n = total(x)
+            if debug: print(x.cpu())
+    """
+    assert lines(source) == {("CG101", 3), ("CG102", 9), ("CG103", 9)}

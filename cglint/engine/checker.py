@@ -121,6 +121,7 @@ class Engine:
         self._discovered: set = set()  # function keys, and ("with-replaying-args", key)
         self._helpers: dict[int, Helper] = {}
         self._yields: set[int] = set()
+        self._context_factories: dict[int, FunctionInfo] = {}  # functions returning `torch.cuda.graph(...)`
         self._param_calls: dict[int, set[str]] = {}
         self._replayers: dict[int, FunctionInfo] = {}  # functions that call replay() or a compiled function
         self._compiled_names: set[str] = set()
@@ -254,6 +255,8 @@ class Engine:
             for capture in list(self._captures.values()):
                 if capture.function is not None:
                     self.helper(capture.function)
+            for function in list(self._context_factories.values()):
+                self.helper(function)
         helpers = {h.name.rsplit(".", 1)[-1] for h in self._helpers.values() if h.context or h.callable_params}
         return helpers | self._compiled_names | self._capturing_function_names() | self._replaying_function_names()
 
@@ -402,6 +405,10 @@ class Engine:
 
     def note_yield_in_region(self, function: FunctionInfo) -> None:
         self._yields.add(function.key)
+
+    def note_graph_context_factory(self, function: FunctionInfo) -> None:
+        """`function` returns a graph capture context: a `with` over its call captures."""
+        self._context_factories[function.key] = function
 
     def note_parameter_call(self, function: FunctionInfo, param: str) -> None:
         self._param_calls.setdefault(function.key, set()).add(param)
@@ -818,7 +825,7 @@ class Engine:
             helper.callable_params = {p.name.value for p in function.params}
         else:
             is_cm = captures.is_contextmanager(function, Scope(self.project, function))
-            helper.context = is_cm and key in self._yields
+            helper.context = (is_cm and key in self._yields) or key in self._context_factories
             helper.callable_params = self._param_calls.get(key, set())
         self._helpers[key] = helper
         return helper

@@ -471,6 +471,24 @@ def initial_env(project: Project, function: FunctionInfo, args: Optional[dict[st
     return env
 
 
+def imported(node: Union[cst.Import, cst.ImportFrom], scope: Scope) -> Iterator[tuple[str, str, Optional[Value]]]:
+    """The names an import statement binds in `scope`'s function: (local name, qualified name,
+    its value where known without resolving: a plain `import`'s module). A `from` import's name
+    is resolved by the caller, when it needs it (`scope.reference`)."""
+    if isinstance(node, cst.Import):
+        for alias in node.names:
+            full = dotted_name(alias.name) or ""
+            local = alias.asname.name.value if alias.asname is not None else full.split(".")[0]  # type: ignore[union-attr]
+            yield local, full, Value(Kind.OBJECT, qualname=full if alias.asname is not None else local)
+    elif not isinstance(node.names, cst.ImportStar):
+        base = dotted_name(node.module) if node.module is not None else ""
+        origin = scope.module.absolute(len(node.relative), base) if node.relative else base
+        for alias in node.names:
+            name = dotted_name(alias.name) or ""
+            local = alias.asname.name.value if alias.asname is not None else name  # type: ignore[union-attr]
+            yield local, f"{origin}.{name}" if origin else name, None
+
+
 def function_values(project: Project, function: FunctionInfo, params: Optional[dict[str, Value]] = None) -> tuple["Scope", Value]:
     """A function's locals, assigned in order, and what it returns (`frac = self.step /
     self.total` then `return self.w0 + (self.w1 - self.w0) * frac`; `boxes, scores = ...` then

@@ -548,6 +548,8 @@ def returned_objects(function: FunctionInfo, scope: "Scope") -> Value:
 def _may_return_objects(function: FunctionInfo) -> bool:
     returns = returns_of(function.outline.node)  # type: ignore[union-attr]
     classes = any(name[:1].isupper() for name in function.outline.facts.names)  # type: ignore[union-attr]
+    if returns and all(isinstance(v, ast.Name) for v in returns):
+        return True  # `return _ACCELERATOR`: a module's object, or a local built from a class
     return classes and bool(returns) and all(isinstance(v, (ast.Call, ast.Name, ast.Attribute)) for v in returns)
 
 

@@ -25,9 +25,9 @@ from cglint import vocabulary
 from cglint.engine.captures import CaptureKind
 from cglint.engine.context import Context
 from cglint.engine.definitions import ClassInfo, FunctionInfo, dataclass_fields, self_attr
-from cglint.engine.scope import CELL, Scope, config_field, config_parameter
+from cglint.engine.scope import CELL, Scope, config_field, config_parameter, imported
 from cglint.engine.warmup_only import ends_with, fills_searched_cache, first_call_only, initializes_once, returns_once_filled, suite_body
-from cglint.engine.syntax import (SCOPES, assigned_names, call_method, callee_name, children, code_of, descendants, dotted_name, named_attribute_write,
+from cglint.engine.syntax import (SCOPES, assigned_names, call_method, callee_name, children, code_of, descendants, named_attribute_write,
                                   positional)
 from cglint.engine.unfollowed import why_unfollowed
 from cglint.engine.values import HOST, UNKNOWN, Kind, Value, evaluate, loop_element, narrowed, truth
@@ -139,6 +139,8 @@ class Walker:
         if isinstance(node, cst.SimpleStatementLine):
             for small in node.body:
                 self.small(small)
+        elif isinstance(node, cst.BaseSmallStatement):  # of a one-line suite: `def f(x): return x.item()`
+            self.small(node)
         elif isinstance(node, cst.If):
             self.dispatch(node)
             self.expr(node.test)
@@ -226,30 +228,25 @@ class Walker:
         elif isinstance(node, (cst.Return, cst.Raise)):
             for child in children(node):
                 self.expr(child)
+            if self.mode is Mode.DISCOVER and isinstance(node, cst.Return) and node.value is not None \
+                    and captures.is_graph_context(node.value, self.scope):
+                # `def capture_to_graph(self, graph): return torch.cuda.graph(graph)` (DeepSpeed's
+                # accelerator): `with accelerator.capture_to_graph(g):` captures its body.
+                self.engine.note_graph_context_factory(self.function)
         elif isinstance(node, (cst.Assert, cst.Del)):
             self.dispatch(node)
             for child in children(node):
                 if isinstance(child, cst.BaseExpression):
                     self.expr(child)
-        elif isinstance(node, cst.Import):
-            for alias in node.names:
-                full = dotted_name(alias.name) or ""
-                local = alias.asname.name.value if alias.asname is not None else full.split(".")[0]  # type: ignore[union-attr]
-                self.scope.env[local] = Value(Kind.OBJECT, qualname=full if alias.asname is not None else local)
-        elif isinstance(node, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar):
-            base = dotted_name(node.module) if node.module is not None else ""
-            origin = self.function.module.absolute(len(node.relative), base) if node.relative else base
-            for alias in node.names:
-                name = dotted_name(alias.name) or ""
-                local = alias.asname.name.value if alias.asname is not None else name  # type: ignore[union-attr]
-                qualified = f"{origin}.{name}" if origin else name
-                if self.function.qualname == "<module>" and self.function.module.imports.get(local) == qualified:
+        elif isinstance(node, (cst.Import, cst.ImportFrom)):
+            for local, qualified, known in imported(node, self.scope):
+                if known is None and self.function.qualname == "<module>" and self.function.module.imports.get(local) == qualified:
                     # Module-level code finds the name through the module's imports when it
                     # uses it (Scope.lookup): resolving each import as it was walked outlined
                     # 40 of the 140 modules a run over torch's sources parsed, for names unused.
                     self.scope.env.pop(local, None)
                 else:
-                    self.scope.env[local] = self.scope.reference(qualified)
+                    self.scope.env[local] = known if known is not None else self.scope.reference(qualified)
 
     @property
     def lazily(self) -> bool:
