@@ -189,7 +189,7 @@ print("hidden", out)
             return
         name = ctx.call_name(node)
         if name in vocabulary.names("sync.formatting", "builtins"):
-            if any(ctx.is_tensor(arg.value) for arg in node.args if arg.keyword is None):
+            if any(value.is_tensor for value in ctx.positional_values(node)):
                 yield node
 
 

@@ -782,3 +782,28 @@ def test_a_check_hooked_onto_every_named_submodule_runs_with_them(tmp_path):
     """
     found = findings(tmp_path, {"model.py": model, "run.py": runner}, select=("control-flow",))
     assert by_file(found, tmp_path) == {("model.py", "CG201", 17)}
+
+
+def test_a_tensor_passed_through_star_args_to_print(tmp_path):
+    # Lightning's `self.print(...)`: a mixin method forwarding `*args` to print(); the loss
+    # reaches print() only inside the tuple `args` holds. The string-only call stays quiet.
+    model = """
+        import torch
+        from torch import nn
+
+        class PrintMixin:
+            def print(self, *args, **kwargs):
+                print(*args, **kwargs)
+
+        class Model(PrintMixin, nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(16, 16)
+
+            def forward(self, x):
+                loss = self.proj(x).pow(2).mean()
+                self.print("step done")
+                self.print("loss", loss)
+                return loss
+    """
+    assert located(tmp_path, model, select=("sync",)) == {("model.py", "CG103", 6)}

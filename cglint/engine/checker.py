@@ -1130,7 +1130,10 @@ def _device_kernel(function: FunctionInfo) -> bool:
 
 def _job_key(function: FunctionInfo, args: dict[str, Value], at_call: bool = False) -> tuple:
     signature = tuple(sorted(
-        (name, v.kind.value, v.random, v.tag, tuple(map(id, v.targets)), v.data, id(v.origin.call) if v.origin else 0, repr(v.const))
+        (name, v.kind.value, v.random, v.tag, tuple(map(id, v.targets)), v.data, id(v.origin.call) if v.origin else 0, repr(v.const),
+         # What a `*args` tuple or a `**kwargs` dict holds, one level: `print(*args)` is walked
+         # again when a call passes a tensor where another passed only strings.
+         tuple((i.kind.value, i.data) for i in v.items), tuple((k, i.kind.value, i.data) for k, i in v.fields))
         for name, v in args.items()
     ))
     return ("call", function.key, signature, at_call)

@@ -27,6 +27,16 @@ class Context:
         """Whether a condition is known to hold here (values.truth), None where unknown."""
         return truth(expr, self._walker.scope)
 
+    def positional_values(self, call: cst.Call) -> list[Value]:
+        """The values a call passes by position, `*args` spread into the items it is known to
+        hold (`print(*args)` in a mixin's `print(self, *args)` called with a tensor)."""
+        found: list[Value] = []
+        for arg in call.args:
+            if arg.keyword is None and arg.star != "**":
+                value = self.value(arg.value)
+                found.extend(value.items if arg.star == "*" else (value,))
+        return found
+
     def is_tensor(self, expr: cst.BaseExpression) -> bool:
         """Known to be a tensor (on any device)."""
         return self.value(expr).is_tensor
