@@ -807,3 +807,71 @@ def test_a_tensor_passed_through_star_args_to_print(tmp_path):
                 return loss
     """
     assert located(tmp_path, model, select=("sync",)) == {("model.py", "CG103", 6)}
+
+
+def test_an_object_handed_down_through_two_constructors(tmp_path):
+    # A NaN monitor given to the model, which gives it to each block it builds.
+    model = """
+        import torch
+        from torch import nn
+
+        class Monitor:
+            def check(self, x):
+                if not torch.isfinite(x).all():
+                    raise FloatingPointError("non-finite activations")
+
+        class Block(nn.Module):
+            def __init__(self, dim, monitor):
+                super().__init__()
+                self.proj = nn.Linear(dim, dim)
+                self.monitor = monitor
+
+            def forward(self, x):
+                x = self.proj(x)
+                self.monitor.check(x)
+                return x
+
+        class Model(nn.Module):
+            def __init__(self, monitor=None):
+                super().__init__()
+                self.blocks = nn.ModuleList([Block(16, monitor) for _ in range(2)])
+
+            def forward(self, x):
+                for block in self.blocks:
+                    x = block(x)
+                return x
+    """
+    runner = RUNNER.format(cls="Model").replace("model = Model().cuda()", "from model import Monitor\nmodel = Model(Monitor()).cuda()")
+    found = findings(tmp_path, {"model.py": model, "run.py": runner}, select=("sync", "control-flow"))
+    assert {(code, line) for path, code, line in by_file(found, tmp_path)} == {("CG201", 6)}
+
+
+def test_calling_an_object_runs_its_call_method(tmp_path):
+    # `stat = self.stats(name)`: a registry object whose `__call__` returns a recorder.
+    model = """
+        import torch
+        from torch import nn
+
+        class Recorder:
+            def __init__(self, name):
+                self.name = name
+
+            def record(self, value):
+                print(self.name, value.item())
+
+        class Stats:
+            def __call__(self, name):
+                return Recorder(name)
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(16, 16)
+                self.stats = Stats()
+
+            def forward(self, x):
+                y = self.proj(x)
+                self.stats("mean").record(y.mean())
+                return y
+    """
+    assert located(tmp_path, model, select=("sync",)) == {("model.py", "CG101", 9)}

@@ -741,6 +741,9 @@ class Engine:
                 functions = module.all_functions()
                 for function in [module.body_function, *(f for f in functions if cls.name in self._identifiers(f))]:
                     env = {} if function is module.body_function else initial_env(self.project, function)
+                    if function.name == "__init__" and function.cls is not None:
+                        # `Block(timers)` inside `Model.__init__(self, timers)`: what Model's own callers pass.
+                        env.update(Scope(self.project, function).constructor_objects(function.cls, function))
                     self._guarded(module, lambda: Walker(self, function, env, Mode.DISCOVER).run())
         return self._constructions.get(id(cls), [])
 

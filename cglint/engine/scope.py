@@ -298,8 +298,14 @@ class Scope:
 
     def _constructed(self, cls: ClassInfo, init: FunctionInfo) -> "Scope":
         """`__init__`'s locals as assigned, its parameters holding the objects its callers pass."""
+        build = lambda: function_values(self.project, init, self.constructor_objects(cls, init))[0]  # noqa: E731
+        return self.project.cached(("constructed", id(cls), init.key), build, Scope(self.project, init))
 
-        def build() -> "Scope":
+    def constructor_objects(self, cls: ClassInfo, init: FunctionInfo) -> dict[str, Value]:
+        """The project objects `__init__`'s parameters hold: what its callers pass (a runner
+        given its model), or a default naming a class (`dropout_cls=nn.Dropout`)."""
+
+        def build() -> dict[str, Value]:
             objects = {}
             star = [init.star_param] if init.star_param else []
             for param in [p.name.value for p in init.params[1:]] + star:
@@ -311,9 +317,9 @@ class Scope:
                     default_value = evaluate(default, Scope(self.project, init))
                     if default_value.kind == Kind.OBJECT:
                         objects[param] = default_value
-            return function_values(self.project, init, objects)[0]
+            return objects
 
-        return self.project.cached(("constructed", id(cls), init.key), build, Scope(self.project, init))
+        return self.project.cached(("constructor-objects", id(cls), init.key), build, {})
 
     def _from_constructions(self, cls: ClassInfo, init: FunctionInfo, param: str, fallback: Value) -> Value:
         """What the constructor's callers pass for `param`: project objects (a runner given

@@ -548,8 +548,8 @@ def returned_objects(function: FunctionInfo, scope: "Scope") -> Value:
 def _may_return_objects(function: FunctionInfo) -> bool:
     returns = returns_of(function.outline.node)  # type: ignore[union-attr]
     classes = any(name[:1].isupper() for name in function.outline.facts.names)  # type: ignore[union-attr]
-    if returns and all(isinstance(v, ast.Name) for v in returns):
-        return True  # `return _ACCELERATOR`: a module's object, or a local built from a class
+    if returns and all(isinstance(v, (ast.Name, ast.Subscript)) for v in returns):
+        return True  # `return _ACCELERATOR`, `return self.timers[name]`: objects held, not built here
     return classes and bool(returns) and all(isinstance(v, (ast.Call, ast.Name, ast.Attribute)) for v in returns)
 
 
@@ -800,8 +800,9 @@ def _call(call: cst.Call, scope: "Scope") -> Value:
     if callee.kind == Kind.OBJECT:
         if callee.is_class:
             return Value(Kind.OBJECT, targets=callee.targets)
-        if callee.tag in ("module", "module_container") or any(isinstance(c, ClassInfo) for c in callee.targets):
-            return TENSOR  # calling an nn.Module runs its forward
+        called = _called_object(callee, call, scope)
+        if called is not None:
+            return called
         # `forward_fn = create_forward_fn(desc)` of factories passed as an argument: what the
         # factories known to return something return (a call may reach any of them).
         known = [v for v in (_returned_by_call(f, call, scope) for f in callee.targets if isinstance(f, FunctionInfo)) if v is not UNKNOWN]
@@ -811,6 +812,21 @@ def _call(call: cst.Call, scope: "Scope") -> Value:
                 result = join(result, value)
             return result
     return UNKNOWN
+
+
+def _called_object(callee: Value, call: cst.Call, scope: "Scope") -> Optional[Value]:
+    """What calling an object gives: an nn.Module runs its forward (a tensor); an object of
+    another project class runs its `__call__` (`timer = self.timers(name)`, a timer)."""
+    if callee.tag in ("module", "module_container"):
+        return TENSOR
+    classes = [c for c in callee.targets if isinstance(c, ClassInfo)]
+    if not classes:
+        return None
+    if any(scope.class_tag(c) in ("module", "module_container") for c in classes):
+        return TENSOR
+    calls = [m for c in classes for m in scope.member(Value(Kind.OBJECT, targets=(c,)), "__call__").targets if isinstance(m, FunctionInfo)]
+    value = _returned_by_call(calls[0], call, scope) if len(calls) == 1 else UNKNOWN
+    return value if value is not UNKNOWN else TENSOR
 
 
 def _returned_by_call(function: FunctionInfo, call: cst.Call, scope: "Scope") -> Value:
@@ -1030,8 +1046,9 @@ def _call_method(call: cst.Call, receiver: Value, name: str, scope: "Scope") -> 
             member = scope.member(receiver, name)
             # self.proj(x): an attribute holding a module; calling it runs its forward, as for a name.
             if member.kind == Kind.OBJECT and not member.is_class and not any(isinstance(t, FunctionInfo) for t in member.targets):
-                if member.tag in ("module", "module_container") or any(isinstance(t, ClassInfo) for t in member.targets):
-                    return TENSOR
+                called = _called_object(member, call, scope)
+                if called is not None:
+                    return called
             methods = [t for t in member.targets if isinstance(t, FunctionInfo)]
             if len(methods) == 1:  # `norm = self._grad_norm()`, `index = self.index_for_timestep(t)`
                 if _returned_parameters(methods[0]) == {methods[0].params[0].name.value if methods[0].params else ""}:
