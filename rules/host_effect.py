@@ -354,14 +354,14 @@ class HostCounter(Rule):
     category = "host-effect"
     aggregate = True
     severity = "warning"
-    summary = "Updates a Python counter on `self` or a global from code reached by a capture (`self.step += 1`)."
+    summary = "Updates a Python counter on `self` or a global from code reached by a capture (`self.step += 1`), or steps an iterator held there (`next(self.schedule)`)."
     message = "`{expr}` " + _ONCE + ": `{counter}` stops counting while replays go on"
     fix_hint = "Count outside the graph (increment after each replay()), or keep the counter in a device tensor updated in place (`steps.add_(1)`)."
     why = """A Python counter is host state. Incremented inside captured code, it advances
     once, at capture, and then stands still: step counts, schedules and `every N steps`
     logic read a stale number while the GPU keeps running. A counter held in a device
     tensor and updated in place (`self.steps += 1` on a tensor) is captured and is fine."""
-    nodes = (cst.AugAssign, cst.Assign)
+    nodes = (cst.AugAssign, cst.Assign, cst.Call)
     invalid = (
         '''
 import torch
@@ -379,6 +379,28 @@ class Model(torch.nn.Module):
 model = Model()
 with torch.cuda.graph(g):
     static_y = model(static_x)
+''',
+        '''
+import torch
+
+def guidance_schedule(start, end, steps):
+    for i in range(steps):
+        yield start + (end - start) * i / (steps - 1)
+
+class Denoiser(torch.nn.Module):
+    def __init__(self, unet, steps):
+        super().__init__()
+        self.unet = unet
+        self._guidance = guidance_schedule(7.0, 1.5, steps)
+
+    def forward(self, x, t, cond, uncond):
+        scale = next(self._guidance)  # expect: CG505
+        eps_c, eps_u = self.unet(x, t, cond), self.unet(x, t, uncond)
+        return eps_u + scale * (eps_c - eps_u)
+
+denoiser = Denoiser(unet, 30)
+with torch.cuda.graph(g):
+    static_eps = denoiser(static_x, static_t, static_cond, static_uncond)
 ''',
     )
     valid = (
@@ -407,6 +429,14 @@ for _ in range(3):
 
     def check(self, node, ctx):
         if ctx.in_capture_block:
+            return
+        if isinstance(node, cst.Call):
+            # `next(self._guidance)`: an iterator kept in state steps once, at capture; a fresh
+            # one (`next(iter(model.parameters()))`, a local) keeps nothing between calls.
+            args = [a.value for a in node.args if a.keyword is None and not a.star]
+            if ctx.call_name(node) in vocabulary.names("host_effect.iterator_steps", "builtins") and args \
+                    and isinstance(args[0], (cst.Attribute, cst.Name)) and _outlives_call(args[0], ctx):
+                yield Hit(node, {"counter": code_of(args[0])})
             return
         if isinstance(node, cst.AugAssign):
             target = node.target
