@@ -310,6 +310,55 @@ def test_static_output_kept_across_replays(tmp_path):
     assert got == expected_markers(KEPT_STATIC), (data["findings"], out.stderr)
 
 
+KEPT_FROM_TUPLE = '''
+import torch
+
+class DraftRunner:
+    def __init__(self, net):
+        self.net = net
+        self.token = torch.zeros(4, 16, device="cuda")
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            self.step()
+        torch.cuda.current_stream().wait_stream(s)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.static_outputs = self.step()
+
+    def step(self):
+        logits = self.net(self.token)
+        return logits.softmax(-1), logits.argmax(-1)
+
+    def __call__(self, token):
+        self.token.copy_(token)
+        self.graph.replay()
+        return self.static_outputs
+
+def draft(runner, token, k):
+    probs, kept = [], []
+    for _ in range(k):
+        prob, next_token = runner(token)
+        probs.append(prob)  # expect: CG955
+        kept.append(prob.clone())
+        token = token + next_token[:, None].float()
+    return probs, kept
+
+with torch.no_grad():
+    draft(DraftRunner(torch.nn.Linear(16, 16).cuda()), torch.randn(4, 16, device="cuda"), 2)
+'''
+
+
+def test_static_output_in_a_returned_tuple_kept_by_the_caller(tmp_path):
+    # EAGLE / gpt-fast speculative drafts: the graph's outputs come back in a tuple, and the
+    # draft loop appends one per replay; with k=2 the list holds it once when the second
+    # replay overwrites it. The clones are no finding.
+    out = run_script(tmp_path, KEPT_FROM_TUPLE)
+    data = json.loads(out.stdout)
+    got = {(f["code"], f["line"]) for f in data["findings"]}
+    assert got == expected_markers(KEPT_FROM_TUPLE), (data["findings"], out.stderr)
+
+
 GRAPHED = '''
 import torch
 

@@ -108,14 +108,18 @@ def static_outputs_kept(recorder: Any, frame: Optional[FrameType], outputs: list
     it, twice or more. Each replay writes the outputs in place, so what was appended after one
     replay is overwritten by the next (`latents.append(self.z_next)` in the loop that replays).
     Holding it once may be the runner's own bookkeeping (`self.outputs = [y]`); twice is an
-    output kept across replays (CG955), reported where the code stores into the container."""
+    output kept across replays (CG955), reported where the code stores into the container. So
+    is once, in a list of a caller's frame (`new_tokens.append(next_token)` in a draft loop that
+    calls the runner k times): the replay about to run overwrites what it holds."""
     ranges = [r for r in map(_memory, outputs) if r is not None]
+    replaying = frame
     while ranges and frame is not None:
         if frames.is_user_code(frame.f_code):
             for name, value in list(frame.f_locals.items()):
                 held = [(None, value)] + (list(vars(value).items()) if _user_object(value) else [])
                 for attr, item in held:
-                    if _holds_twice(item, ranges):
+                    gathered = frame is not replaying and attr is None and _holds_once(item, ranges)
+                    if gathered or _holds_twice(item, ranges):
                         holder = f"`{name}.{attr}`" if attr else f"`{name}`"
                         line = _store_line(frame.f_code, name, attr) or frame.f_lineno
                         recorder.observe_at(
@@ -130,6 +134,13 @@ def static_outputs_kept(recorder: Any, frame: Optional[FrameType], outputs: list
 # An output kept on every replay is among the newest items after the second replay: looking
 # at a few keeps this check, which runs before every replay, from costing the replay loop.
 _NEWEST = 4
+
+
+def _holds_once(value: Any, ranges: list[tuple[int, int]]) -> bool:
+    """A list or deque (gathered across calls) with an item in the graph's output memory."""
+    from collections import deque
+
+    return isinstance(value, (list, deque)) and _holds_stale(value, ranges, _NEWEST)
 
 
 def _holds_twice(value: Any, ranges: list[tuple[int, int]]) -> bool:

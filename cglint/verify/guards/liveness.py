@@ -21,6 +21,7 @@ import torch
 
 from cglint.verify.findings import frames
 from cglint.verify.guards import bytecode
+from cglint.verify.compiled.kept_outputs import tensors
 from cglint.verify.findings import rule_codes as rc
 from cglint.verify.findings.recorder import Recorder
 from cglint.verify.findings.rule_metadata import message
@@ -72,7 +73,13 @@ def snapshot(site_tensors: dict[str, torch.Tensor], parameters: Iterable[tuple[s
                 last[stored] = (line, offset)
     for name, (line, offset) in last.items():
         value = lookup(name, frame)
-        if not (isinstance(value, torch.Tensor) and value.is_cuda):
+        if not isinstance(value, torch.Tensor):
+            # `self.static_outputs = decode(...)`, a tuple: its tensors are outputs too, watched
+            # for being kept across replays (not by name: the tuple is what the name holds).
+            reads += [Read(weakref.ref(t), t.data_ptr(), (), f"capture output in `{name}`", output=True)
+                      for t in tensors(value) if t.is_cuda]
+            continue
+        if not value.is_cuda:
             continue
         outputs[name] = value
         stored_at = frames.position(frame.f_code, line, offset)  # type: ignore[union-attr]
@@ -150,7 +157,7 @@ class Watch:
 
     def outputs(self) -> list[torch.Tensor]:
         """The graph's static outputs that are still alive."""
-        return [t for t in (r.ref() for r in self.named if r.output) if t is not None]
+        return [t for t in (r.ref() for r in self.named + self.unnamed if r.output) if t is not None]
 
     def __bool__(self) -> bool:
         return bool(self.named or self.unnamed)
