@@ -196,3 +196,56 @@ def test_capture_helper_resetting_its_flag_and_installing_the_graph():
         def build(x):
             return make_graphed(Layer(), x)
     ''') == []
+
+
+OFFLOADER = '''
+    import torch
+    from torch import nn
+
+    class Offloader:
+        def __init__(self):
+            self.module_offloaders = []
+
+        def wrap_modules(self, modules):
+            for module in modules:
+                self.module_offloaders.append(module)
+            return modules
+
+        def join_after_forward(self):
+            if not self.module_offloaders:
+                return
+            for module in self.module_offloaders:
+                module.weight.add_(0)
+
+    _offloader = Offloader()
+
+    def get_offloader():
+        return _offloader
+
+    class Tower(nn.Module):
+        def __init__(self, layers):
+            super().__init__()
+            self.layers = nn.ModuleList(get_offloader().wrap_modules(layers))
+
+    def step(model, x):
+        return model(x)
+
+    def serve(model, x, steps):
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            y = step(model, x)
+            get_offloader().join_after_forward()
+        for _ in range(steps):
+            {between}
+            graph.replay()
+'''
+
+
+def test_state_filled_only_while_models_are_built_is_setup():
+    # vLLM's prefetch offloader: `wrap_modules()` grows the list a captured branch tests, but
+    # only while a model is built, a call no walk of the capture meets; a search finds it.
+    assert found(OFFLOADER.format(between="pass")) == []
+    # The same list grown in the loop that replays is a change between replays.
+    assert found(OFFLOADER.format(between="get_offloader().wrap_modules([nn.Linear(4, 4)])")) == [
+        ("CG202", "if not self.module_offloaders:")
+    ]

@@ -26,7 +26,7 @@ from cglint.engine.warmup_only import cached_on_first_use
 from cglint.engine.project import Project
 from cglint.engine.reach_graph import ReachGraph, marker_node
 from cglint.engine.replay_writes import ANY_CONTAINER, ANY_ITEM, ANY_OWNER, ITEM, argument_keys, attribute_key, attribute_write_keys, item_keys, reachable, restored_state, writes_of
-from cglint.engine.scope import Scope, initial_env
+from cglint.engine.scope import Scope, function_values, initial_env
 from cglint.engine.state import Change, StateFacts
 from cglint.engine.syntax import call_method, called_names, callee_name, calls_in, code_of, decorator_callee, descendants, dotted_name, identifiers, item_name
 from cglint.engine.values import TENSOR, Kind, Value, evaluate, output_root
@@ -632,6 +632,11 @@ class Engine:
         """Seen called outside captures, and never between replays: a `set_scale()` run while
         the model is built, before the first capture (its writes are setup, not steady state)."""
         callers = {between for between, callee, _, _ in self._host_callees(named=function.name) if callee.key == function.key}
+        if not callers:
+            # No walk met a call: the calls the checked files make (a search), judged where they
+            # are (`offloader.wrap_modules(...)` while a model is built). A caller that captures
+            # may make it after its capture.
+            callers = {self.between_replays(caller, self.captures_in(caller), call) for caller, call in self.parameter_values.call_sites(function)}
         return callers == {False}
 
     def _host_callees(self, between: Optional[bool] = None, named: Optional[str] = None, start: int = 0) -> Iterator[tuple]:
@@ -739,13 +744,36 @@ class Engine:
             self._construction_search.add(id(cls))
             for module in self.project.modules_mentioning(f"{cls.name}(", limit=MAX_CONSTRUCTING_FILES):
                 functions = module.all_functions()
-                for function in [module.body_function, *(f for f in functions if cls.name in self._identifiers(f))]:
-                    env = {} if function is module.body_function else initial_env(self.project, function)
-                    if function.name == "__init__" and function.cls is not None:
-                        # `Block(timers)` inside `Model.__init__(self, timers)`: what Model's own callers pass.
-                        env.update(Scope(self.project, function).constructor_objects(function.cls, function))
-                    self._guarded(module, lambda: Walker(self, function, env, Mode.DISCOVER).run())
+                self._guarded(module, lambda: Walker(self, module.body_function, {}, Mode.DISCOVER).run())
+                drives = self._owns_graphs(cls)
+                for function in (f for f in functions if cls.name in self._identifiers(f)):
+                    if drives:  # what builds a graph's owner may drive its replays: discover it whole
+                        env = {**initial_env(self.project, function), **self._constructor_params(function)}
+                        self._guarded(module, lambda: Walker(self, function, env, Mode.DISCOVER).run())
+                    else:
+                        self._guarded(module, lambda: self._note_constructions_named(function, cls.name))
         return self._constructions.get(id(cls), [])
+
+    def _constructor_params(self, function: FunctionInfo) -> dict[str, Value]:
+        """`Block(timers)` inside `Model.__init__(self, timers)`: what Model's own callers pass."""
+        if function.name != "__init__" or function.cls is None:
+            return {}
+        return Scope(self.project, function).constructor_objects(function.cls, function)
+
+    def _owns_graphs(self, cls) -> bool:
+        """A method of `cls` (or of a base) captures or replays."""
+        return any(self._calls_capturing(method) for klass in self.project.mro(cls) for method in klass.methods.values())
+
+    def _note_constructions_named(self, function: FunctionInfo, name: str) -> None:
+        """The constructions spelled `name(...)` in `function`, with its locals as it assigns
+        them: what the function does besides is not walked (a search, not a discovery walk)."""
+        calls = [call for call in calls_in(function.body) if callee_name(call.func) == name]
+        scope = function_values(self.project, function, self._constructor_params(function), reading=calls)[0]
+        walker = Walker(self, function, dict(scope.env), Mode.DISCOVER)
+        for call in calls:
+            walker.note_dataclass_construction(call)
+            for callee, bound in walker.callees(call):
+                walker.note_construction(callee, call, bound)
 
     def note_compiled_names(self, names: Iterable[Optional[str]]) -> None:
         """Names bound to callables compiled with CUDA graphs (`self.step = torch.compile(...)`,

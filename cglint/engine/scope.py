@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import builtins
-from typing import Iterator, Optional, Union
+from typing import Iterable, Iterator, Optional, Union
 
 import libcst as cst
 
-from cglint.engine.syntax import descendants, dotted_name
+from cglint.engine.syntax import assigned_names, descendants, dotted_name, identifiers
 
 from cglint import vocabulary
 from cglint.engine.definitions import AttrWrite, ClassInfo, FunctionInfo, ModuleInfo, dataclass_fields, self_attr
@@ -495,18 +495,26 @@ def imported(node: Union[cst.Import, cst.ImportFrom], scope: Scope) -> Iterator[
             yield local, f"{origin}.{name}" if origin else name, None
 
 
-def function_values(project: Project, function: FunctionInfo, params: Optional[dict[str, Value]] = None) -> tuple["Scope", Value]:
+def function_values(
+    project: Project, function: FunctionInfo, params: Optional[dict[str, Value]] = None, reading: Optional[Iterable[cst.CSTNode]] = None
+) -> tuple["Scope", Value]:
     """A function's locals, assigned in order, and what it returns (`frac = self.step /
     self.total` then `return self.w0 + (self.w1 - self.w0) * frac`; `boxes, scores = ...` then
     `return boxes, scores`, a tuple whose items are known; `return opt, sched`, torch objects).
-    Its parameters are what their declarations say, or `params` where given."""
+    Its parameters are what their declarations say, or `params` where given.
+
+    `reading`: only the locals these expressions read, and those their assignments read (a
+    search for one call's arguments need not evaluate the rest of a long function)."""
     env = initial_env(project, function)
     env.update(params or {})
     scope = Scope(project, function, env)
     signature = function.header if function.header is not None else function.node
     declared = HOST if _number_annotation(getattr(signature, "returns", None)) else None
     result: Optional[Value] = None
-    for node in descendants(function.node):
+    nodes = list(descendants(function.node))
+    if reading is not None:
+        nodes = _assignments_read(nodes, reading)
+    for node in nodes:
         if isinstance(node, cst.FunctionDef) and node is not function.node:  # a closure it defines
             env[node.name.value] = Value(Kind.OBJECT, targets=(function.nested(node),))
         elif isinstance(node, cst.Assign) and len(node.targets) == 1:
@@ -525,6 +533,26 @@ def function_values(project: Project, function: FunctionInfo, params: Optional[d
                 current = Value(Kind.OBJECT, items=items) if any(i.is_tensor or i.tag for i in items) else current
             result = current if result is None else join(result, current)
     return scope, declared or result or UNKNOWN  # `def alpha(self) -> float:` says what it returns
+
+
+def _assignments_read(nodes: list[cst.CSTNode], reading: Iterable[cst.CSTNode]) -> list[cst.CSTNode]:
+    """Of a function's nodes, the assignments and nested defs that bind a name `reading`
+    reads, or a name those assignments read in turn (in their order)."""
+    needed = set().union(*(identifiers(expr) for expr in reading))
+    kept: list[cst.CSTNode] = []
+    for node in reversed(nodes):
+        if isinstance(node, cst.FunctionDef):
+            bound = {node.name.value}
+        elif isinstance(node, cst.Assign) and len(node.targets) == 1:
+            bound = {leaf.value for leaf in assigned_names(node.targets[0].target) if isinstance(leaf, cst.Name)}
+        else:
+            continue
+        if bound & needed:
+            kept.append(node)
+            if isinstance(node, cst.Assign):
+                needed |= identifiers(node.value)
+    kept.reverse()
+    return kept
 
 
 def _kind_only(value: Value) -> Value:

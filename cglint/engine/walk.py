@@ -518,13 +518,7 @@ class Walker:
         for function, bound in callees:
             if not self.in_region:
                 self.pass_replaying_arguments(function, node, bound)
-            if function.name == "__init__" and function.cls is not None:
-                args = {name: self.construction_argument(expr) for name, expr in function.arguments(node, bound)}
-                star = function.star_param
-                surplus = [a.value for a in node.args if not a.star and a.keyword is None][len(function.positional_params) - 1:]
-                if star is not None and surplus:  # `Sequential(Actor(...), Noise(...))` into `*modules`
-                    args[star] = Value(Kind.OBJECT, items=tuple(self.construction_argument(e) for e in surplus))
-                self.engine.note_construction(function.cls, args)
+            self.note_construction(function, node, bound)
             self.engine.note_call(function, self.function, node)
             if not self.engine.may_capture(function):
                 continue
@@ -538,6 +532,17 @@ class Walker:
         if self.in_region and isinstance(node.func, cst.Name):
             if node.func.value in {p.name.value for p in self.function.params}:
                 self.engine.note_parameter_call(self.function, node.func.value)
+
+    def note_construction(self, function: FunctionInfo, node: cst.Call, bound: bool) -> None:
+        """A call that runs `function`, when it is a class's `__init__`: what it constructs with."""
+        if function.name != "__init__" or function.cls is None:
+            return
+        args = {name: self.construction_argument(expr) for name, expr in function.arguments(node, bound)}
+        star = function.star_param
+        surplus = [a.value for a in node.args if not a.star and a.keyword is None][len(function.positional_params) - 1:]
+        if star is not None and surplus:  # `Sequential(Actor(...), Noise(...))` into `*modules`
+            args[star] = Value(Kind.OBJECT, items=tuple(self.construction_argument(e) for e in surplus))
+        self.engine.note_construction(function.cls, args)
 
     def note_call_writes(self, node: cst.Call) -> None:
         """`setattr(model, "temperature", t)` and `self.register_buffer("inv_freq", f)` write an
