@@ -231,3 +231,24 @@ def test_names_most_files_mention_are_left_out_of_the_second_scan():
     assert _distinctive({"replay", "capture_or_run"}, texts) == ({"capture_or_run"}, ["runner.py"])
     few = dict(list(texts.items())[:_SCAN_LIMIT])
     assert _distinctive({"replay"}, few) == ({"replay"}, list(few))
+
+
+def test_a_search_inside_an_earlier_ones_files_finds_what_a_full_scan_finds(tmp_path):
+    # "Model(" is looked for among the files an earlier search for "Model" found, and "Model"
+    # after "Model(" reads every file again: each answer is the full scan's.
+    from cglint.engine.project import Project
+
+    texts = {
+        "a.py": "class Model:\n    pass\n",
+        "b.py": "from a import Model\nm = Model()\n",
+        "c.py": "x = SubModel()\n",
+        "d.py": "y = 1\n",
+    }
+    sources = {tmp_path / name: text for name, text in texts.items()}
+    for path, text in sources.items():
+        path.write_text(text)
+    project = Project(str, lambda *a: None, sources=sources)
+    project.add_root(tmp_path)
+    for text in ("Model(", "Model", "SubModel(", "Model()", "y"):
+        found = {module.file.path.name for module in project.modules_mentioning(text, limit=10)}
+        assert found == {path.name for path, source in sources.items() if text in source}, text

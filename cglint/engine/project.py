@@ -172,8 +172,12 @@ class Project:
         classes, when torch is the checked tree) would cost a parse of half the tree and
         a join of so many call sites tells nothing anyway."""
         paths = self.searches.get(text)
-        if paths is None:  # each search reads every checked file: once per text
-            paths = self.searches[text] = [path for path, source_text in self.sources.items() if text in source_text]
+        if paths is None:  # each search reads every checked file once per text, or fewer: a file
+            # with "Model(" has "Model", so the files found for an earlier text inside this one
+            # are all it needs to read.
+            within = [found for searched, found in self.searches.items() if searched in text]
+            candidates = min(within, key=len) if within else self.sources
+            paths = self.searches[text] = [path for path in candidates if text in self.sources[path]]
         if len(paths) > limit:
             return []
         found = []
