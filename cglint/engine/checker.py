@@ -143,6 +143,7 @@ class Engine:
         self._preludes: Optional[tuple] = None  # (replayers counted, {key: method}) of _replay_preludes
         self._deferred: dict[int, tuple] = {}
         self._constructions: dict[int, list] = {}
+        self._owners: dict[tuple, bool] = {}
         self._construction_search: set[int] = set()
         project.find_constructions_with(self.constructions)
         project.find_parameters_with(self.parameter_values.of)
@@ -745,9 +746,8 @@ class Engine:
             for module in self.project.modules_mentioning(f"{cls.name}(", limit=MAX_CONSTRUCTING_FILES):
                 functions = module.all_functions()
                 self._guarded(module, lambda: Walker(self, module.body_function, {}, Mode.DISCOVER).run())
-                drives = self._owns_graphs(cls)
                 for function in (f for f in functions if cls.name in self._identifiers(f)):
-                    if drives:  # what builds a graph's owner may drive its replays: discover it whole
+                    if self._may_drive(function):  # it may drive replays: discover it whole
                         env = {**initial_env(self.project, function), **self._constructor_params(function)}
                         self._guarded(module, lambda: Walker(self, function, env, Mode.DISCOVER).run())
                     else:
@@ -760,9 +760,25 @@ class Engine:
             return {}
         return Scope(self.project, function).constructor_objects(function.cls, function)
 
-    def _owns_graphs(self, cls) -> bool:
+    def _may_drive(self, function: FunctionInfo) -> bool:
+        """It captures or replays, or names a class whose methods do (a script that builds a
+        pipeline and calls it for each prompt): what it does may drive replays."""
+        if self._calls_capturing(function):
+            return True
+        module = function.module
+        for name in self._identifiers(function):
+            qualified = module.imports.get(name) or (f"{module.name}.{name}" if name in module.classes else None)
+            cls = self.project.resolve(qualified, module) if qualified else None
+            if isinstance(cls, ClassInfo) and self._owns_graphs(cls):
+                return True
+        return False
+
+    def _owns_graphs(self, cls: ClassInfo) -> bool:
         """A method of `cls` (or of a base) captures or replays."""
-        return any(self._calls_capturing(method) for klass in self.project.mro(cls) for method in klass.methods.values())
+        key = (id(cls), len(self._names))  # helpers found later add capture names
+        if key not in self._owners:
+            self._owners[key] = any(self._calls_capturing(m) for klass in self.project.mro(cls) for m in klass.methods.values())
+        return self._owners[key]
 
     def _note_constructions_named(self, function: FunctionInfo, name: str) -> None:
         """The constructions spelled `name(...)` in `function`, with its locals as it assigns
