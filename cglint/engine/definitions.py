@@ -195,6 +195,9 @@ class ClassInfo:
     methods: dict[str, FunctionInfo] = field(default_factory=dict)
     _attrs: Optional[dict[str, list["AttrWrite"]]] = None  # by attribute, as asked
     _load: Optional[Callable[[], cst.ClassDef]] = None  # parses the class when first asked for
+    # The dotted names its bases are spelled with (None where one is not a dotted name), from
+    # the `ast` outline: class hierarchies are asked for far more classes than are walked.
+    _bases: Optional[tuple] = None
 
     def __repr__(self) -> str:
         return f"<class {self.qualname}>"
@@ -208,6 +211,14 @@ class ClassInfo:
     @property
     def qualname(self) -> str:
         return f"{self.module.name}.{self.name}"
+
+    @property
+    def bases_spelled(self) -> tuple:
+        if self._bases is None:
+            from cglint.engine.syntax import dotted_name
+
+            self._bases = tuple(dotted_name(base.value) for base in self.node.bases)
+        return self._bases
 
     def attr_writes(self, attr: str) -> list["AttrWrite"]:
         """Every `self.<attr> = ...` / `self.<attr> += ...` in the class's methods; only the

@@ -189,7 +189,8 @@ def _lazy_index(name: str, file: source.SourceFile, is_package: bool, root: Path
                                                            load_header=_nth_def(statements, chunk, defs, cst.FunctionDef))
                 defs += 1
             elif isinstance(node, ast.ClassDef):
-                cls = ClassInfo(module, None, node.name, _load=_nth_def(statements, chunk, defs, cst.ClassDef))
+                bases = tuple(_dotted(base) for base in node.bases)
+                cls = ClassInfo(module, None, node.name, _load=_nth_def(statements, chunk, defs, cst.ClassDef), _bases=bases)
                 methods = 0
                 for member in outline_top_level(node.body):
                     if isinstance(member, AST_DEFS):
@@ -211,6 +212,16 @@ def _lazy_index(name: str, file: source.SourceFile, is_package: bool, root: Path
     if next(shapes, None) is not None:
         return None
     return module
+
+
+def _dotted(expr: ast.expr) -> Optional[str]:
+    """`a.b.c` for an `ast` Name/Attribute chain, else None (as syntax.dotted_name for libcst)."""
+    if isinstance(expr, ast.Name):
+        return expr.id
+    if isinstance(expr, ast.Attribute):
+        base = _dotted(expr.value)
+        return f"{base}.{expr.attr}" if base else None
+    return None
 
 
 def _nth_def(statements: LazyStatements, chunk: int, ordinal: int, kind: type) -> Callable[[], Any]:

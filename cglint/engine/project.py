@@ -20,7 +20,6 @@ from cglint import vocabulary
 from cglint.engine.definitions import ClassInfo, Definition, FunctionInfo, ModuleInfo
 from cglint.engine.index import load_module
 from cglint.engine.prefilter import can_capture
-from cglint.engine.syntax import dotted_name
 
 
 # Bounds on what a malformed or cyclic project could make endless: re-exports followed to
@@ -323,8 +322,7 @@ class Project:
 
     def bases(self, cls: ClassInfo) -> list[ClassInfo]:
         found = []
-        for base in cls.node.bases:
-            name = dotted_name(base.value)
+        for name in cls.bases_spelled:
             if name is None:
                 continue
             head, _, rest = name.partition(".")
@@ -376,8 +374,7 @@ class Project:
         """Qualified names of every base class, project or not (to recognise nn.Module)."""
         names = set()
         for klass in self.mro(cls):
-            for base in klass.node.bases:
-                name = dotted_name(base.value)
+            for name in klass.bases_spelled:
                 if name:
                     head, _, rest = name.partition(".")
                     qualified = klass.module.imports.get(head, head)
