@@ -875,3 +875,74 @@ def test_calling_an_object_runs_its_call_method(tmp_path):
                 return y
     """
     assert located(tmp_path, model, select=("sync",)) == {("model.py", "CG101", 9)}
+
+
+SCHEDULER_PIPELINE = {
+    "schedulers.py": """
+        import sys
+        import torch
+
+        class DPMSolver:
+            def __init__(self, steps=20):
+                self.sigmas = torch.linspace(1.0, 0.0, steps + 1)
+                self.counter = 0
+
+            @classmethod
+            def from_config(cls, config):
+                return cls(**{k: v for k, v in config.items() if not k.startswith("_")})
+
+            def step(self, eps, x):
+                self.counter += 1
+                return x - eps
+
+        class FlowMatch:
+            def __init__(self, shift=1.0):
+                self.shift = shift
+
+            @classmethod
+            def from_config(cls, config):
+                return cls(shift=config.get("shift", 1.0))
+
+            def step(self, eps, x):
+                return x - eps * {scale}
+
+        def load_scheduler(config):
+            scheduler_cls = getattr(sys.modules[__name__], config["_class_name"])
+            return scheduler_cls.from_config(config)
+    """,
+    "pipe.py": """
+        import torch
+        from schedulers import load_scheduler
+
+        class Pipeline:
+            def __init__(self, denoiser, scheduler):
+                self.denoiser = denoiser
+                self.scheduler = scheduler
+
+            @classmethod
+            def from_config(cls, config):
+                return cls(torch.nn.Linear(8, 8).cuda(), load_scheduler(config["scheduler"]))
+
+            def step(self, x):
+                return self.scheduler.step(self.denoiser(x), x)
+
+        def main(config):
+            pipe = Pipeline.from_config(config)
+            x = torch.zeros(4, 8, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = pipe.step(x)
+    """,
+}
+
+
+def test_a_scheduler_picked_by_name_from_the_configuration_is_followed(tmp_path):
+    # diffusers-style loading: the pipeline's classmethod builds `cls(...)` with a scheduler
+    # whose class `getattr(sys.modules[__name__], config["_class_name"])` picks; every class
+    # of that module may be it, so each one's `step` runs in the capture.
+    files = {name: text.replace("{scale}", "x.abs().max().item()") for name, text in SCHEDULER_PIPELINE.items()}
+    found = by_file(findings(tmp_path, files, select=("sync", "host-effect")), tmp_path)
+    assert {(path, code, line) for path, code, line in found} == {
+        ("schedulers.py", "CG505", 14),  # the step counter of one scheduler
+        ("schedulers.py", "CG101", 26),  # the other's sync
+    }

@@ -752,6 +752,9 @@ class Engine:
                         self._guarded(module, lambda: Walker(self, function, env, Mode.DISCOVER).run())
                     else:
                         self._guarded(module, lambda: self._note_constructions_named(function, cls.name))
+            for method in cls.methods.values():  # `return cls(unet, scheduler)` in `from_config`
+                if method.is_classmethod and method.params:
+                    self._guarded(cls.module, lambda: self._note_constructions_named(method, method.params[0].name.value))
         return self._constructions.get(id(cls), [])
 
     def _constructor_params(self, function: FunctionInfo) -> dict[str, Value]:

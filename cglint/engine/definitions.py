@@ -112,6 +112,10 @@ class FunctionInfo:
         return any(dotted_name(d.decorator) in ("property", "builtins.property") for d in self.decorators)
 
     @property
+    def is_classmethod(self) -> bool:
+        return self.cls is not None and any(dotted_name(d.decorator) == "classmethod" for d in self.decorators)
+
+    @property
     def is_method(self) -> bool:
         return self.cls is not None and not any(dotted_name(d.decorator) == "staticmethod" for d in self.decorators)
 

@@ -89,7 +89,8 @@ class Scope:
         if name in ("True", "False", "None"):
             return {"True": TRUE, "False": FALSE, "None": NONE}[name]
         if self._self_name and name == self._self_name and self.cls is not None:
-            return Value(Kind.OBJECT, targets=(self.cls,), tag=self.class_tag(self.cls))
+            # `cls` of a classmethod is the class: `return cls(**config)` builds an instance.
+            return Value(Kind.OBJECT, targets=(self.cls,), tag=self.class_tag(self.cls), is_class=self.function.is_classmethod)
         enclosing = self.enclosing(name)
         if enclosing is not None:
             return enclosing

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import enum
 import re
+import functools
 import threading
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Iterator, Optional
@@ -547,7 +548,9 @@ def returned_objects(function: FunctionInfo, scope: "Scope") -> Value:
 
 def _may_return_objects(function: FunctionInfo) -> bool:
     returns = returns_of(function.outline.node)  # type: ignore[union-attr]
-    classes = any(name[:1].isupper() for name in function.outline.facts.names)  # type: ignore[union-attr]
+    names = function.outline.facts.names  # type: ignore[union-attr]
+    # Something like a class: `Block`, a classmethod's `cls`, a class picked by `getattr`.
+    classes = any(name[:1].isupper() for name in names) or not names.isdisjoint(("cls", "getattr"))
     if returns and all(isinstance(v, (ast.Name, ast.Subscript)) for v in returns):
         return True  # `return _ACCELERATOR`, `return self.timers[name]`: objects held, not built here
     return classes and bool(returns) and all(isinstance(v, (ast.Call, ast.Name, ast.Attribute)) for v in returns)
@@ -979,6 +982,11 @@ def _getattr(call: cst.Call, scope: "Scope") -> Value:
     if name is None:
         name_value = evaluate(args[1], scope)
         name = name_value.const if isinstance(name_value.const, str) else None
+    module = _project_module(args[0], scope) if name is None else None
+    if module is not None and module.classes:
+        # `getattr(sys.modules[__name__], config["_class_name"])`: a class of that module, by
+        # a name only the configuration knows (a scheduler, a model architecture).
+        return Value(Kind.OBJECT, targets=tuple(module.classes.values()), is_class=True)
     if name is not None:
         found = _attribute_of(base, name, scope)
     else:
@@ -999,6 +1007,17 @@ def _getattr(call: cst.Call, scope: "Scope") -> Value:
         # only the objects it may hold are kept, never a constant that would prune a branch.
         return join(found, evaluate(args[2], scope)) if found.targets else UNKNOWN
     return found
+
+
+def _project_module(expr: cst.BaseExpression, scope: "Scope") -> Optional[ModuleInfo]:
+    """The project module `expr` names: `sys.modules[__name__]` (its own) or an imported one."""
+    if isinstance(expr, cst.Subscript) and scope.qualname(expr.value) == "sys.modules" and len(expr.slice) == 1:
+        index = expr.slice[0].slice
+        if isinstance(index, cst.Index) and isinstance(index.value, cst.Name) and index.value.value == "__name__":
+            return scope.module
+        return None
+    qualified = scope.qualname(expr)
+    return scope.project.module(qualified, scope.module) if qualified else None
 
 
 def _attribute_of(base: Value, attr: str, scope: "Scope") -> Value:
@@ -1050,11 +1069,14 @@ def _call_method(call: cst.Call, receiver: Value, name: str, scope: "Scope") -> 
                 if called is not None:
                     return called
             methods = [t for t in member.targets if isinstance(t, FunctionInfo)]
+            if len(methods) == 1 and _returned_parameters(methods[0]) == {methods[0].params[0].name.value if methods[0].params else ""}:
+                return receiver  # `def to_device(self, d): ...; return self`
             if len(methods) == 1:  # `norm = self._grad_norm()`, `index = self.index_for_timestep(t)`
-                if _returned_parameters(methods[0]) == {methods[0].params[0].name.value if methods[0].params else ""}:
-                    return receiver  # `def to_device(self, d): ...; return self`
-                value = returned_torch_value(methods[0], scope)
-                return value if value is not UNKNOWN else returned_host_number(methods[0], scope)
+                return returned_value(methods[0], scope)
+            if methods:  # `scheduler_cls.from_config(c)` over every class the name may pick
+                returned = [returned_value(method, scope) for method in methods]
+                if UNKNOWN not in returned:
+                    return functools.reduce(join, returned)
         if receiver.tag == "numpy_rng":
             return Value(Kind.NUMPY, random=True)
         if receiver.tag == "python_rng":
