@@ -249,3 +249,65 @@ def test_state_filled_only_while_models_are_built_is_setup():
     assert found(OFFLOADER.format(between="get_offloader().wrap_modules([nn.Linear(4, 4)])")) == [
         ("CG202", "if not self.module_offloaders:")
     ]
+
+
+SERVER = '''
+    import torch
+
+    class Penalty:
+        def __init__(self, penalty):
+            self.penalty = penalty
+
+        def __call__(self, ids, scores):
+            return scores * self.penalty
+
+    class Temperature:
+        def __init__(self, temperature):
+            self.temperature = temperature
+
+        {setter}
+
+        def __call__(self, ids, scores):
+            return scores / self.temperature
+
+    def build_processors():
+        return [Penalty(1.3), Temperature(1.0)]
+
+    def next_token_probs(model, ids, processors):
+        scores = model(ids)
+        for processor in processors:
+            scores = processor(ids, scores)
+        return scores.softmax(-1)
+
+    class DecodeServer:
+        def __init__(self, model, processors):
+            self.model = model
+            self.processors = processors
+            self.ids = torch.zeros(4, 8, device="cuda")
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph):
+                self.probs = next_token_probs(self.model, self.ids, self.processors)
+
+        def handle(self, request):
+            for processor in self.processors:
+                if isinstance(processor, Temperature):
+                    {update}
+            self.ids.copy_(request["ids"])
+            self.graph.replay()
+            return self.probs.clone()
+
+    def serve(model, requests):
+        server = DecodeServer(model, build_processors())
+        return [server.handle(r) for r in requests]
+'''
+
+
+def test_a_setter_the_server_calls_before_each_replay_changes_the_value():
+    # Hugging Face-style logits processors built by a factory and handed to a server: the
+    # server updates the temperature per request, then replays.
+    setter = "def update(self, temperature: float):\n            self.temperature = temperature"
+    assert found(SERVER.format(setter=setter, update='processor.update(request["temperature"])')) == [
+        ("CG601", "return scores / self.temperature")
+    ]
+    # No processor can change: the value captured stays the value used.
+    assert found(SERVER.format(setter="pass", update="pass")) == []

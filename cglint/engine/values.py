@@ -541,13 +541,22 @@ def returned_objects(function: FunctionInfo, scope: "Scope") -> Value:
     if function.outline is None or not _may_return_objects(function):
         return UNKNOWN
     value = scope.returned(function)
-    if value.kind == Kind.OBJECT and value.targets and all(isinstance(t, ClassInfo) for t in value.targets):
-        return value
-    return UNKNOWN
+    return value if _project_objects(value) else UNKNOWN
+
+
+def _project_objects(value: Value) -> bool:
+    """Instances or classes of the project, or a list or tuple of them (`build_processors()`
+    returning `[Penalty(1.3), Temperature(0.7)]`)."""
+    if value.kind != Kind.OBJECT:
+        return False
+    if value.targets:
+        return all(isinstance(t, ClassInfo) for t in value.targets)
+    return bool(value.items) and all(_project_objects(item) for item in value.items)
 
 
 def _may_return_objects(function: FunctionInfo) -> bool:
     returns = returns_of(function.outline.node)  # type: ignore[union-attr]
+    returns = [e for v in returns for e in (v.elts if isinstance(v, (ast.List, ast.Tuple)) else (v,))]
     names = function.outline.facts.names  # type: ignore[union-attr]
     # Something like a class: `Block`, a classmethod's `cls`, a class picked by `getattr`.
     classes = any(name[:1].isupper() for name in names) or not names.isdisjoint(("cls", "getattr"))

@@ -501,12 +501,13 @@ class Walker:
         if not self.in_region:
             resolved = [function for function, _ in callees]
             self.engine.note_host_call(self.function, resolved, node, {} if resolved else dict(self.scope.env), self.after_capture)
-            if not resolved and self.after_capture:
+            if not resolved and (self.after_capture or self.engine.replay_receivers(self.function)):
                 # While discovering, `model = Decoder()` was evaluated without the modules that
-                # hold no capture form, so `model.set_temperature(t)` in the replay loop
-                # resolved to nothing: walk again with every module, as for capture targets.
-                # Only after a capture in this function (a script, a serving loop): library
-                # `replay()` wrappers would cost a second walk each for nothing.
+                # hold no capture form, and constructors' arguments were not searched, so
+                # `model.set_temperature(t)` in the replay loop, or `processor.update(params)`
+                # before a server's replay, resolved to nothing: walk again with every module,
+                # as for capture targets. Only after a capture in this function or in one that
+                # replays (a script, a serving loop), where a call runs between replays.
                 self.engine.walk_again_with_every_module(self.function, self.initial_env)
             elif not resolved and self.engine.is_compiled_name(callee_name(node.func)):
                 # `self.denoiser(x, s)`, the attribute a constructor stores a compiled model in:
