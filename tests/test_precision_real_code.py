@@ -644,3 +644,88 @@ def test_a_local_list_entry_written_between_replays_is_no_other_containers_entry
         },
     )
     assert codes_lines(f for f in found if f.code == "CG202") == {("CG202", 11)}
+
+
+FLASH_ATTN_BLOCKS = {
+    "mha.py": """
+    import torch
+    from torch.utils.checkpoint import checkpoint
+
+    class MHA(torch.nn.Module):
+        def __init__(self, dim, num_heads=1, use_flash_attn=False, checkpointing=False, device=None, dtype=None):
+            super().__init__()
+            self.wqkv = torch.nn.Linear(dim, 3 * dim, device=device, dtype=dtype)
+            self.checkpointing = checkpointing
+
+        def forward(self, x):
+            qkv = self.wqkv(x)
+            if not self.checkpointing:
+                return qkv.sum(-1)
+            return checkpoint(torch.sum, qkv, -1)
+    """,
+    "model.py": """
+    from functools import partial
+    import torch
+    from mha import MHA
+
+    def create_mixer_cls(config, process_group=None, device=None, dtype=None):
+        factory_kwargs = {"device": device, "dtype": dtype}
+        serial_kwargs = {"use_flash_attn": config.use_flash_attn} if process_group is None else {}
+        return partial(MHA, num_heads=config.n_head, **serial_kwargs, **{EXTRA}factory_kwargs)
+
+    class Block(torch.nn.Module):
+        def __init__(self, dim, mixer_cls):
+            super().__init__()
+            self.mixer = mixer_cls(dim)
+
+        def forward(self, x):
+            return self.mixer(x)
+
+    class Model(torch.nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.layers = torch.nn.ModuleList([Block(config.dim, create_mixer_cls(config)) for _ in range(config.n_layer)])
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = layer(x)
+            return x
+    """,
+}
+
+
+def test_a_flag_no_partial_binds_keeps_the_constructor_default(tmp_path):
+    # flash-attn's gpt.py: the block's mixer is `partial(MHA, ..., **serial_kwargs,
+    # **factory_kwargs)(dim)`; no construction passes `checkpointing`, so the checkpoint
+    # branch under `if not self.checkpointing:` never runs in the captured decode step.
+    files = {**FLASH_ATTN_BLOCKS, "model.py": FLASH_ATTN_BLOCKS["model.py"].replace("{EXTRA}", "")}
+    assert findings(tmp_path, files, config={"captured": ["model.Model.forward"]}, select=["CG904"]) == []
+
+
+def test_a_flag_an_unknown_mapping_may_bind_keeps_its_branch(tmp_path):
+    # `**config.attn_kwargs` may pass `checkpointing=True`: the default decides nothing.
+    files = {**FLASH_ATTN_BLOCKS, "model.py": FLASH_ATTN_BLOCKS["model.py"].replace("{EXTRA}", "config.attn_kwargs, **")}
+    found = findings(tmp_path, files, config={"captured": ["model.Model.forward"]}, select=["CG904"])
+    assert codes_lines(found) == {("CG904", 14)}
+
+
+def test_a_constructor_given_unknown_keywords_keeps_the_branches_they_may_flip(tmp_path):
+    # `MHA(dim, **mixer_kwargs)` with the mapping from the block's caller: `checkpointing`
+    # may be among its keys, so its default does not prune the checkpoint branch.
+    files = {
+        "mha.py": FLASH_ATTN_BLOCKS["mha.py"],
+        "model.py": """
+        import torch
+        from mha import MHA
+
+        class Block(torch.nn.Module):
+            def __init__(self, dim, mixer_kwargs):
+                super().__init__()
+                self.mixer = MHA(dim, **mixer_kwargs)
+
+            def forward(self, x):
+                return self.mixer(x)
+        """,
+    }
+    found = findings(tmp_path, files, config={"captured": ["model.Block.forward"]}, select=["CG904"])
+    assert codes_lines(found) == {("CG904", 14)}

@@ -145,7 +145,7 @@ class Engine:
         self._constructions: dict[int, list] = {}
         self._owners: dict[tuple, bool] = {}
         self._construction_search: set[int] = set()
-        project.find_constructions_with(self.constructions)
+        project.find_constructions_with(self.constructions, self.note_construction)
         project.find_parameters_with(self.parameter_values.of)
         self._names = set(CAPTURE_NAMES) | {n.rsplit(".", 1)[-1] for n in self.capture_functions}
         self._queue: deque[Job] = deque()

@@ -74,6 +74,7 @@ class Project:
         self.searches: dict[str, list[Path]] = {}  # text searched for -> files that had it
         self.missing: list[str] = []  # modules looked for on disk and not found ("root/pkg/mod")
         self._find_constructions: Optional[Callable[[ClassInfo], list]] = None
+        self._note_construction: Optional[Callable[[ClassInfo, dict], None]] = None
         self._find_parameters: Optional[Callable[[FunctionInfo], dict]] = None
         self._defined_names: Optional[frozenset] = None
 
@@ -146,10 +147,17 @@ class Project:
             self._capturing_first.clear()  # a miss while discovering may be found now
         return info
 
-    def find_constructions_with(self, finder: Callable[[ClassInfo], list]) -> None:
+    def find_constructions_with(self, finder: Callable[[ClassInfo], list], noter: Callable[[ClassInfo, dict], None]) -> None:
         """How constructions are found: by walking the functions that name the class, which
-        the engine does (it is made after the project it walks, and gives its finder here)."""
-        self._find_constructions = finder
+        the engine does (it is made after the project it walks, and gives its finder here),
+        and where a value met constructs one without naming it (`noter`)."""
+        self._find_constructions, self._note_construction = finder, noter
+
+    def note_construction(self, cls: ClassInfo, args: dict) -> None:
+        """A construction found while evaluating values: `self.mixer = mixer_cls(dim)`, where
+        `mixer_cls` is a class or a partial of one, constructs it without naming it."""
+        if self._note_construction is not None:
+            self._note_construction(cls, args)
 
     def constructions(self, cls: ClassInfo) -> list[dict]:
         """Argument values of the calls that construct `cls` (none before the engine gives its finder)."""

@@ -6,12 +6,13 @@ from typing import Iterable, Iterator, Optional, Union
 
 import libcst as cst
 
-from cglint.engine.syntax import assigned_names, descendants, dotted_name, identifiers
+from cglint.engine.syntax import assigned_names, callee_name, descendants, dotted_name, identifiers
 
 from cglint import vocabulary
 from cglint.engine.definitions import AttrWrite, ClassInfo, FunctionInfo, ModuleInfo, dataclass_fields, self_attr
 from cglint.engine.project import Project
 from cglint.engine.registries import written_entries
+from cglint.engine.arguments import bind
 from cglint.engine.values import FALSE, HOST, NONE, PY_NONE, TENSOR, TRUE, UNKNOWN, Kind, Value, class_instance, evaluate, instance_of, join, literal_value
 
 _DTYPES = frozenset(
@@ -295,7 +296,22 @@ class Scope:
         return tuple(found)
 
     def _built(self, cls: ClassInfo, write: AttrWrite) -> Value:
-        return evaluate(write.value, self._constructed(cls, write.method))  # type: ignore[arg-type]
+        scope = self._constructed(cls, write.method)
+        if isinstance(write.value, cst.Call):
+            self.project.cached(("built", id(write.value)), lambda: self._note_built(write.value, scope), None)  # type: ignore[arg-type]
+        return evaluate(write.value, scope)  # type: ignore[arg-type]
+
+    def _note_built(self, call: cst.Call, scope: "Scope") -> None:
+        """`self.mixer = mixer_cls(dim)` with `mixer_cls` a class or a partial of one that the
+        constructor's callers pass: a construction of that class, which no search for its
+        name finds (flash-attn's and mamba's blocks get their mixers so)."""
+        callee = evaluate(call.func, scope)
+        if not callee.is_class:
+            return
+        for target in callee.targets:
+            init = self.project.method(target, "__init__") if isinstance(target, ClassInfo) else None
+            if init is not None and callee_name(call.func) != target.name:  # `Block(...)`: the search for `Block(` finds it
+                self.project.note_construction(target, bind(init, call, True, lambda expr: evaluate(expr, scope), callee.bound))
 
     def _constructed(self, cls: ClassInfo, init: FunctionInfo) -> "Scope":
         """`__init__`'s locals as assigned, its parameters holding the objects its callers pass."""

@@ -63,6 +63,8 @@ class Value:
     # A dict's entries under constant string keys, ((key, value), ...): `**kwargs` and
     # registries (`{"silu": SiluImpl, "gelu": GeluImpl}[name]`) read them.
     fields: tuple = field(default=(), compare=False)
+    # A dict whose every key is known (a display with literal keys): no entry beyond `fields`.
+    keys_known: bool = field(default=False, compare=False)
     # Methods taken from an instance (`fn = self.step`, `getattr(self, name)`): a call passes self.
     on_instance: bool = field(default=False, compare=False)
 
@@ -96,7 +98,13 @@ TENSOR = Value(Kind.TENSOR)
 CPU_TENSOR = Value(Kind.CPU_TENSOR)
 
 
+# A partial's bound keyword under this name: it also unpacked a mapping of unknown keys.
+OPEN_KEYWORDS = "**"
+
+
 def join(a: Value, b: Value) -> Value:
+    if a.keys_known and b.keys_known:  # `{"dwconv": d} if serial else {}`: either dict's keys
+        return _join_dicts(a, b)
     if a == b:
         return a
     # `self.cache = None` in __init__, a tensor or module later: the attribute is what it is
@@ -126,6 +134,14 @@ def join(a: Value, b: Value) -> Value:
         if other.kind == Kind.UNKNOWN and known.qualname in vocabulary.names("capture.graph_context"):
             return known
     return UNKNOWN
+
+
+def _join_dicts(a: Value, b: Value) -> Value:
+    entries = dict(a.fields)
+    for key, value in b.fields:
+        entries[key] = join(entries[key], value) if key in entries else value
+    kind = a.kind if a.kind == b.kind else Kind.OBJECT
+    return Value(kind, fields=tuple(entries.items()), keys_known=True)
 
 
 def _as_mask(value: Value) -> Value:
@@ -708,36 +724,42 @@ def _attribute(expr: cst.Attribute, scope: "Scope") -> Value:
 def _dict(expr: cst.Dict, scope: "Scope") -> Value:
     """A dict display: `{"scale": 1.0, "top_k": 50}` (options held on `self`, read by captured
     code) is a host value; its entries under string keys are kept (`fields`), with those of
-    `**other` dicts it unpacks."""
+    `**other` dicts it unpacks, and whether they are all its keys (`keys_known`)."""
     entries: dict[str, Value] = {}
-    host = True
+    host, complete = True, True
     for element in expr.elements:
         if isinstance(element, cst.DictElement):
             key, value = _literal(element.key), evaluate(element.value, scope)
             host = host and value.is_host and evaluate(element.key, scope).is_host
             if isinstance(key, str):
                 entries[key] = value
+            else:
+                complete = False
         else:  # `**other`
             other = evaluate(element.value, scope)
             host = host and other.is_host
+            complete = complete and other.keys_known
             entries.update(other.fields)
     if host:
-        return Value(Kind.HOST, fields=tuple(entries.items()))
-    return Value(Kind.OBJECT, fields=tuple(entries.items())) if entries else UNKNOWN
+        return Value(Kind.HOST, fields=tuple(entries.items()), keys_known=complete)
+    return Value(Kind.OBJECT, fields=tuple(entries.items()), keys_known=complete) if entries else UNKNOWN
 
 
 def dict_call(call: cst.Call, scope: "Scope") -> Value:
     """`dict(x=x, **extra)` or `dict(other)`: the entries it is known to hold."""
     entries: dict[str, Value] = {}
+    complete = True
     for arg in call.args:
         if arg.keyword is not None:
             entries[arg.keyword.value] = evaluate(arg.value, scope)
         else:
-            entries.update(evaluate(arg.value, scope).fields)
+            other = evaluate(arg.value, scope)
+            complete = complete and other.keys_known
+            entries.update(other.fields)
     if not entries:
-        return HOST if not call.args else UNKNOWN
+        return Value(Kind.HOST, keys_known=True) if not call.args else UNKNOWN
     host = all(v.is_host for v in entries.values())
-    return Value(Kind.HOST if host else Kind.OBJECT, fields=tuple(entries.items()))
+    return Value(Kind.HOST if host else Kind.OBJECT, fields=tuple(entries.items()), keys_known=complete)
 
 
 def entry(base: Value, key: Optional[cst.BaseExpression], scope: "Scope") -> Optional[Value]:
@@ -919,8 +941,16 @@ def _call_qualified(call: cst.Call, qualified: str, scope: "Scope") -> Value:
         # `partial(decode_step, model, scores=scores)` is called like decode_step, with these first.
         wrapped = evaluate(positional(call)[0], scope)
         given = tuple(evaluate(a, scope) for a in positional(call)[1:])
-        named = tuple((a.keyword.value, evaluate(a.value, scope)) for a in call.args if a.keyword is not None)
-        return replace(wrapped, bound=(given, named)) if wrapped.targets else wrapped
+        named: list[tuple[str, Value]] = []
+        for arg in call.args:
+            if arg.keyword is not None:
+                named.append((arg.keyword.value, evaluate(arg.value, scope)))
+            elif arg.star == "**":  # `partial(MHA, **factory_kwargs)`: its entries, or it may bind any keyword
+                unpacked = evaluate(arg.value, scope)
+                named.extend(unpacked.fields)
+                if not unpacked.keys_known:
+                    named.append((OPEN_KEYWORDS, UNKNOWN))
+        return replace(wrapped, bound=(given, tuple(named))) if wrapped.targets else wrapped
     if qualified in vocabulary.names("values.copies") and positional(call):
         return evaluate(positional(call)[0], scope)
     if qualified == "dict":

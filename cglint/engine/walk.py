@@ -30,6 +30,7 @@ from cglint.engine.warmup_only import ends_with, fills_searched_cache, first_cal
 from cglint.engine.syntax import (SCOPES, assigned_names, call_method, callee_name, children, code_of, descendants, named_attribute_write,
                                   positional)
 from cglint.engine.unfollowed import why_unfollowed
+from cglint.engine.arguments import bind
 from cglint.engine.values import HOST, UNKNOWN, Kind, Value, evaluate, loop_element, narrowed, truth
 
 if TYPE_CHECKING:
@@ -538,12 +539,10 @@ class Walker:
         """A call that runs `function`, when it is a class's `__init__`: what it constructs with."""
         if function.name != "__init__" or function.cls is None:
             return
-        args = {name: self.construction_argument(expr) for name, expr in function.arguments(node, bound)}
-        star = function.star_param
-        surplus = [a.value for a in node.args if not a.star and a.keyword is None][len(function.positional_params) - 1:]
-        if star is not None and surplus:  # `Sequential(Actor(...), Noise(...))` into `*modules`
-            args[star] = Value(Kind.OBJECT, items=tuple(self.construction_argument(e) for e in surplus))
-        self.engine.note_construction(function.cls, args)
+        # `Sequential(Actor(...), Noise(...))` into `*modules`; `mixer_cls(dim)` of a partial
+        # that bound the class's keywords first.
+        partial = evaluate(node.func, self.scope).bound
+        self.engine.note_construction(function.cls, bind(function, node, bound, self.construction_argument, partial))
 
     def note_call_writes(self, node: cst.Call) -> None:
         """`setattr(model, "temperature", t)` and `self.register_buffer("inv_freq", f)` write an
@@ -797,41 +796,13 @@ class Walker:
                 self.engine.reach_graph.unfollowed(self.job.node, self.function.module, call, why)
 
     def call_arguments(self, function: FunctionInfo, call: cst.Call, bound: bool, partial: tuple = (), passes_first: bool = False) -> dict[str, Value]:
-        """The values a call gives the callee's parameters: `*batch` unpacked where the tuple's
-        items are known (`trainer.train_step(*static_batch)`), the positional values left over
-        as the tuple a `*args` parameter holds (`def forward(self, *inputs)`), and what a
-        `functools.partial` bound first (`partial(decode_step, model, scores=scores)`)."""
-        star, double_star = function.star_param, function.kwargs_param
-        if star is None and double_star is None and not partial and not any(arg.star for arg in call.args):
+        """The values a call gives the callee's parameters (arguments.bind): `*batch` unpacked
+        where the tuple's items are known (`trainer.train_step(*static_batch)`), surplus
+        positionals as the tuple a `*args` parameter holds, and what a `functools.partial`
+        bound first (`partial(decode_step, model, scores=scores)`)."""
+        if function.star_param is None and function.kwargs_param is None and not partial and not any(arg.star for arg in call.args):
             return {name: evaluate(expr, self.scope) for name, expr in function.arguments(call, bound, passes_first)}
-        names = function.bound_names(bound, passes_first)
-        positional: list[Value] = list(partial[0]) if partial else []
-        args: dict[str, Value] = dict(partial[1]) if partial else {}
-        known_positions = True
-        for arg in call.args:
-            if arg.keyword is not None:
-                args[arg.keyword.value] = evaluate(arg.value, self.scope)
-            elif arg.star == "**":  # `model(**inputs)`: the entries known under string keys
-                args.update(evaluate(arg.value, self.scope).fields)
-            elif arg.star == "*":
-                items = evaluate(arg.value, self.scope).items
-                known_positions = known_positions and bool(items)  # past an unknown unpacking, nothing is known
-                positional.extend(items)
-            elif known_positions:
-                positional.append(evaluate(arg.value, self.scope))
-        if known_positions:
-            args.update(zip(names, positional))
-            if star is not None and len(positional) > len(names):
-                args[star] = Value(Kind.OBJECT, items=tuple(positional[len(names):]))
-        if double_star is not None:
-            # `def forward(self, x, **kwargs)`: the keywords no parameter takes, as a dict.
-            named = set(function.positional_params) | set(function.keyword_only_params)
-            extra = tuple((k, v) for k, v in args.items() if k not in named and k != star)
-            for key, _ in extra:
-                del args[key]
-            if extra:
-                args[double_star] = Value(Kind.OBJECT, fields=extra)
-        return args
+        return bind(function, call, bound, lambda expr: evaluate(expr, self.scope), partial, passes_first)
 
     def follow_property(self, node: cst.Attribute) -> None:
         """Reading a `@property` (`self.num_tokens`) runs its function in the region."""
