@@ -10,7 +10,7 @@ from __future__ import annotations
 import libcst as cst
 
 from cglint import vocabulary
-from cglint.engine.state import reword
+from cglint.engine.state import Change, fed_by_caller, rebinds, reword
 from cglint.engine.syntax import code_of, keyword, positional
 from cglint.engine.values import Kind
 from cglint.rule import Hit, Rule
@@ -55,7 +55,7 @@ def _closure_cell(read: cst.BaseExpression, ctx) -> bool:
     return isinstance(read, cst.Name) and ctx.function.parent is not None and not ctx.is_local(read.value)
 
 
-def changing_number(read: cst.BaseExpression, ctx):
+def changing_number(read: cst.BaseExpression, ctx, operand: bool = False):
     """How a Python number read by captured code changes between replays, or None.
 
     Only known host values count (an attribute of unknown type may be a tensor updated
@@ -72,6 +72,13 @@ def changing_number(read: cst.BaseExpression, ctx):
         # A local of unknown kind counts only through what it was computed from: `lr =
         # self.current_lr()` (project functions' results have no kind of their own).
         state = ctx.derived_state(local)
+    elif operand and kind == Kind.UNKNOWN and isinstance(read, cst.Attribute) and not _closure_cell(read, ctx):
+        # `scores / self.temperature` of unknown kind (a float from `__init__`, an entry of a
+        # request's dict from `update(params)`): an operand of tensor arithmetic is a number or
+        # a tensor, and rebound between replays to what a caller hands in, the graph keeps the
+        # one it read. Not `+=`, which a tensor does in place.
+        state = ctx.changing_state(read, any_write=True)
+        state = state if isinstance(state, Change) and rebinds(state) and fed_by_caller(state) else None
     elif kind != Kind.HOST and not (kind == Kind.UNKNOWN and (_closure_cell(read, ctx) or isinstance(read, cst.Subscript))):
         # A named entry (`self.hp["scale"]`) assigned between replays is stale in the graph
         # whether it holds a number or a tensor: an assignment replaces the object either way.

@@ -205,7 +205,7 @@ for update in range(100):
             for read in ctx.host_reads(operand):
                 if code_of(read) in seen:
                     continue  # `arange(pos, pos + 1)`: one finding for `pos`
-                state = changing_number(read, ctx)
+                state = changing_number(read, ctx, operand=isinstance(node, (cst.BinaryOperation, cst.AugAssign)))
                 if state:
                     seen.add(code_of(read))
                     yield Hit(read, {"read": code_of(read), "state": state})

@@ -205,6 +205,13 @@ class Scope:
                 return method
         return None
 
+    def defines(self, cls: ClassInfo, attr: str) -> bool:
+        """Whether an instance of `cls` has `attr` by its code: a method, an attribute its
+        methods assign, or one its class body declares (in `cls` or a base)."""
+        return self.project.method(cls, attr) is not None or any(
+            klass.attr_writes(attr) or _class_statement(klass, attr) is not None for klass in self.project.mro(cls)
+        )
+
     def class_member(self, cls: ClassInfo, attr: str) -> Value:
         if attr == "apply" and self.project.is_autograd_op(cls):  # `Op.apply(x)` runs `Op.forward(ctx, x)`
             forward = self.project.method(cls, "forward")

@@ -229,7 +229,7 @@ class StateFacts:
                     # A getter's `return self.num_micro_batches` of unknown kind: rebound between
                     # replays, the graph keeps the old object, number or tensor (`+=` may be in place).
                     state = self.changing(read, source_scope, any_write, depth + 1)
-                    state = state if isinstance(state, Change) and _rebinds(state) else None
+                    state = state if isinstance(state, Change) and rebinds(state) else None
                 else:
                     continue
                 if state:
@@ -514,7 +514,33 @@ class StateFacts:
 _RETURNED = "<return>"
 
 
-def _rebinds(change: Change) -> bool:
+def fed_by_caller(change: Change) -> bool:
+    """Whether every write a change names stores what the writer's caller hands it
+    (`self.temperature = params["temperature"]` in `update(self, params)`): a new value each
+    time the loop calls it, not one the program computes, which may be the same every time
+    (a rotary scaling that every init function returns as 1.0)."""
+    function = change.by
+    if function is None or not isinstance(function.node, cst.FunctionDef):
+        return False
+    params = {p.name.value for p in function.params[1:]} if function.is_method else {p.name.value for p in function.params}
+    writes = [site.node for site in change.sites if isinstance(site.node, (cst.Assign, cst.AnnAssign))]
+    values = [w.value for w in writes if w.value is not None]
+    return bool(values) and len(values) == len(writes) and all(_root_name(v) in params for v in values)
+
+
+def _root_name(expr: cst.BaseExpression) -> Optional[str]:
+    """The name an argument-derived value starts from: `params` in `params["temperature"]`,
+    `cfg.scale`, `float(t)`."""
+    while True:
+        if isinstance(expr, (cst.Subscript, cst.Attribute)):
+            expr = expr.value
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("float", "int") and len(expr.args) == 1:
+            expr = expr.args[0].value
+        else:
+            return expr.value if isinstance(expr, cst.Name) else None
+
+
+def rebinds(change: Change) -> bool:
     """Whether the writes a change names assign the state anew (not `+=`, which a tensor does in place)."""
     writes = [site.node for site in change.sites if isinstance(site.node, (cst.Assign, cst.AugAssign, cst.AnnAssign))]
     return bool(writes) and all(not isinstance(w, cst.AugAssign) for w in writes)

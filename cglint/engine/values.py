@@ -349,9 +349,12 @@ def class_instance(cls: ClassInfo, scope: "Scope") -> Value:
 
 def narrowed(test: cst.BaseExpression, scope: "Scope") -> dict[str, Value]:
     """Names an `if` test proves to hold an instance of a non-tensor class in its body:
-    `isinstance(result, TensorDictBase)`, alone or as a conjunct of `and`."""
+    `isinstance(result, TensorDictBase)`, alone or as a conjunct of `and`; and the objects of
+    a union that have an attribute, `hasattr(processor, "update")`."""
     if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
         return {**narrowed(test.left, scope), **narrowed(test.right, scope)}
+    if isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and test.func.value == "hasattr":
+        return _having(test, scope)
     if not (isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and test.func.value == "isinstance"):
         return {}
     args = [a.value for a in test.args]
@@ -363,6 +366,22 @@ def narrowed(test: cst.BaseExpression, scope: "Scope") -> dict[str, Value]:
         return {}
     value = values[0] if len(values) == 1 else Value(Kind.OBJECT)
     return {args[0].value: value}  # type: ignore[dict-item]
+
+
+def _having(test: cst.Call, scope: "Scope") -> dict[str, Value]:
+    """`hasattr(processor, "update")` over a list of processors of several project classes:
+    in the body, `processor` is one of those whose code defines `update`."""
+    args = [a.value for a in test.args]
+    attr = string_value(args[1]) if len(args) == 2 else None
+    if attr is None or not isinstance(args[0], cst.Name) or "hasattr" in scope.env:
+        return {}
+    value = evaluate(args[0], scope)
+    if value.kind != Kind.OBJECT or value.is_class or not value.targets or not all(isinstance(t, ClassInfo) for t in value.targets):
+        return {}
+    having = tuple(t for t in value.targets if scope.defines(t, attr))
+    if not having or len(having) == len(value.targets):
+        return {}
+    return {args[0].value: replace(value, targets=having)}
 
 
 def compiling_check(call: cst.Call, scope: "Scope") -> bool:
