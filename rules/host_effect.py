@@ -200,7 +200,10 @@ torch.save(static_out, "out.pt")
 def _outlives_call(target: cst.BaseExpression, ctx) -> bool:
     """`self.x` or a module global: state that outlives the call (a local list does not, nor
     the state a constructor gives the object it builds: built in captured code, the object is
-    the capture's own, as transient as a local)."""
+    the capture's own, as transient as a local); an entry of such state too
+    (`self._history[name]`, a list a metrics store keeps per name)."""
+    if isinstance(target, cst.Subscript):
+        return _outlives_call(target.value, ctx)
     if isinstance(target, cst.Attribute):
         base = target.value
         function = ctx.function
@@ -325,8 +328,20 @@ with torch.cuda.graph(g):
             return
         container = method[0]
         if _outlives_call(container, ctx) and ctx.value(container).kind == Kind.HOST and not _lazy(node, ctx):
-            if not _stack(container, ctx):
+            if not _stack(container, ctx) and not _emptied_before(container, ctx):
                 yield Hit(node, {"container": code_of(container)})
+
+
+def _emptied_before(container, ctx) -> bool:
+    """`self.quantizers[key] = []` earlier in the same call, then filled: each call rebuilds
+    the list from nothing, so running once at capture leaves what every call leaves."""
+    name = code_of(container, limit=200)
+    for statement in ctx.before():
+        for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
+            if (isinstance(small, cst.Assign) and isinstance(small.value, (cst.List, cst.ListComp))
+                    and any(code_of(t.target, limit=200) == name for t in small.targets)):
+                return True
+    return False
 
 
 def _stack(container, ctx) -> bool:

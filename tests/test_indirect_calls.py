@@ -946,3 +946,87 @@ def test_a_scheduler_picked_by_name_from_the_configuration_is_followed(tmp_path)
         ("schedulers.py", "CG505", 14),  # the step counter of one scheduler
         ("schedulers.py", "CG101", 26),  # the other's sync
     }
+
+
+EVENT_STORAGE = {
+    "events.py": """
+        from collections import defaultdict
+
+        _CURRENT_STORAGE_STACK = []
+
+        def get_event_storage():
+            assert _CURRENT_STORAGE_STACK, "get_event_storage() needs a `with EventStorage()`"
+            return _CURRENT_STORAGE_STACK[-1]
+
+        class EventStorage:
+            def __init__(self, start_iter=0):
+                self._history = defaultdict(list)
+                self.iter = start_iter
+
+            def put_scalar(self, name, value):
+                self._history[name].append((float(value), self.iter))
+
+            def __enter__(self):
+                _CURRENT_STORAGE_STACK.append(self)
+                return self
+
+            def __exit__(self, *exc):
+                _CURRENT_STORAGE_STACK.pop()
+    """,
+    "heads.py": """
+        import torch
+        from torch import nn
+
+        class BoxHead(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(256, 128)
+
+            def forward(self, x):
+                return self.fc(x.flatten(1))
+
+        class ROIHeads(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.box_head = BoxHead()
+                self.cls_score = nn.Linear(128, 81)
+
+            def forward(self, features):
+                return self.cls_score(self.box_head(features))
+    """,
+    "train.py": """
+        import torch
+        from events import EventStorage, get_event_storage
+        from heads import ROIHeads
+
+        def log_box_head_inputs(module, inputs):
+            get_event_storage().put_scalar("roi_heads/num_proposals", inputs[0].shape[0])
+
+        def main():
+            roi_heads = ROIHeads().cuda()
+            {hook}
+            static = torch.zeros(512, 256, device="cuda")
+            with EventStorage(0) as storage:
+                graph = torch.cuda.CUDAGraph()
+                graph.capture_begin()
+                out = roi_heads(static)
+                graph.capture_end()
+                for step in range(8):
+                    graph.replay()
+                    storage.put_scalar("loss", 0.0)
+    """,
+}
+
+
+def test_a_hook_on_a_submodule_logs_into_the_current_storage_once(tmp_path):
+    # detectron2: a forward pre-hook registered on `roi_heads.box_head` runs inside the
+    # capture; it finds the storage on a module-level stack that `__enter__` pushes onto,
+    # and its scalar is recorded at capture only.
+    files = {**EVENT_STORAGE, "train.py": EVENT_STORAGE["train.py"].replace("{hook}", "roi_heads.box_head.register_forward_pre_hook(log_box_head_inputs)")}
+    found = findings(tmp_path, files, select=("host-effect",))
+    assert {(p, c) for p, c, _ in by_file(found, tmp_path)} == {("events.py", "CG504")}
+
+
+def test_storage_written_only_after_each_replay_is_no_finding(tmp_path):
+    files = {**EVENT_STORAGE, "train.py": EVENT_STORAGE["train.py"].replace("{hook}", "pass")}
+    assert findings(tmp_path, files, select=("host-effect",)) == []

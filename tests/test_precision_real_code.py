@@ -729,3 +729,38 @@ def test_a_constructor_given_unknown_keywords_keeps_the_branches_they_may_flip(t
     }
     found = findings(tmp_path, files, config={"captured": ["model.Block.forward"]}, select=["CG904"])
     assert codes_lines(found) == {("CG904", 14)}
+
+
+def test_a_list_emptied_and_refilled_in_the_same_call_is_rebuilt_not_grown(tmp_path):
+    # Transformer Engine's set_meta_tensor(): `self.quantizers[key] = []`, then `.extend(...)`
+    # for each recipe state; done once at capture it leaves the list every call leaves. A
+    # history appended to without being emptied grows on every eager call, and stops in replay.
+    found = findings(
+        tmp_path,
+        {
+            "quant.py": """
+            import torch
+
+            class Attention(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.proj = torch.nn.Linear(8, 8)
+                    self.quantizers = {"scaling_fwd": [], "scaling_bwd": []}
+                    self.amax_history = {"scaling_fwd": []}
+
+                def set_meta_tensor(self, fwd, states):
+                    key = "scaling_fwd" if fwd else "scaling_bwd"
+                    self.quantizers[key] = []
+                    for state in states:
+                        self.quantizers[key].extend(state)
+                    self.amax_history["scaling_fwd"].append(len(states))
+
+                def forward(self, x):
+                    self.set_meta_tensor(True, [[1.0], [2.0]])
+                    return self.proj(x)
+            """,
+            "run.py": capture_script("from quant import Attention\nattn = Attention()", "y = attn(x)"),
+        },
+        select=["CG504"],
+    )
+    assert codes_lines(found) == {("CG504", 15)}

@@ -117,11 +117,11 @@ def _find_hooks(project: Project, parameters: Optional[Parameters]) -> tuple[lis
                 held = self_attr(receiver, function.params[0].name.value) if function.is_method and function.params else None
                 if held is not None:
                     on_attributes.setdefault((function.cls, held), []).extend(hooks)
-                elif isinstance(receiver, cst.Name):  # `self`, or a module a script or function holds
+                else:  # `self`, a module a script or function holds, or one of its parts (`model.box_head`)
                     value = evaluate(receiver, scope)
-                    if not value.targets:  # `for layer in model.layers: layer.register_forward_hook(...)`
+                    if not value.targets and isinstance(receiver, cst.Name):  # `for layer in model.layers: layer.register_forward_hook(...)`
                         value = _loop_variable(function.node, receiver.value, scope)
-                    if not value.targets:  # `for name, m in model.named_modules(): m.register_forward_hook(...)`
+                    if not value.targets and isinstance(receiver, cst.Name):  # `for name, m in model.named_modules(): m.register_forward_hook(...)`
                         value = _every_submodule(function.node, receiver.value, scope)
                     owners = [t for t in value.targets if isinstance(t, ClassInfo)]
                     found.extend((owner, hook) for owner in owners for hook in hooks)

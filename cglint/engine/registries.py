@@ -37,9 +37,9 @@ def written_entries(project: Project, module: ModuleInfo, name: str, scope_of: C
 
 def _entries(project: Project, module: ModuleInfo, name: str, scope_of: Callable[[FunctionInfo], "Scope"]) -> tuple:
     entries: list[tuple[str, Value]] = []
-    needle = f"{name}["
+    needles = (f"{name}[", f"{name}.append(")
     for function in module.all_functions():
-        if function.outline is None or not function.outline.mentions((needle,)):
+        if function.outline is None or not function.outline.mentions(needles):
             continue
         for writer, key, value in _stores(function, name):
             found = evaluate(value, scope_of(writer))
@@ -52,13 +52,17 @@ def _entries(project: Project, module: ModuleInfo, name: str, scope_of: Callable
 
 
 def _stores(function: FunctionInfo, name: str):
-    """(the function or nested def that writes, key, value) for each `name[key] = value`."""
+    """(the function or nested def that writes, key, value) for each `name[key] = value`, and
+    (..., None, value) for each `name.append(value)` (a stack of current contexts)."""
     pending = [(function, function.node)]
     while pending:
         owner, node = pending.pop()
         for child in descendants(node):
             if isinstance(child, cst.FunctionDef) and child is not node:
                 pending.append((owner.nested(child), child))
+            elif isinstance(child, cst.Call) and isinstance(child.func, cst.Attribute) and child.func.attr.value == "append" and len(child.args) == 1:
+                if isinstance(child.func.value, cst.Name) and child.func.value.value == name:  # `_STACK.append(self)`
+                    yield owner, None, child.args[0].value
             elif isinstance(child, cst.Assign) and len(child.targets) == 1:
                 target = child.targets[0].target
                 if (isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name) and target.value.value == name

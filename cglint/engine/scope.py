@@ -149,6 +149,15 @@ class Scope:
                 entries = written_entries(self.project, module, name, lambda writer: Scope(self.project, writer))
                 if entries:
                     current = Value(Kind.OBJECT, fields=current.fields + entries)
+            elif isinstance(expr, cst.List) and not expr.elements:
+                # A stack the module's functions push onto (`_CURRENT_STORAGE_STACK.append(self)` in
+                # `__enter__`): any index gives any of what they push.
+                entries = written_entries(self.project, module, name, lambda writer: Scope(self.project, writer))
+                if entries:
+                    pushed = entries[0][1]
+                    for _, other in entries[1:]:
+                        pushed = join(pushed, other)
+                    current = Value(Kind.OBJECT, items=(pushed,))
             value = current if value is None else join(value, current)
         for current in self._rebound_in_functions(module, name):
             value = current if value is None else join(value, current)

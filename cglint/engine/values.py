@@ -987,10 +987,12 @@ def _call_qualified(call: cst.Call, qualified: str, scope: "Scope") -> Value:
         return _returned_by_call(definition, call, scope)
     if isinstance(definition, ModuleInfo):
         return UNKNOWN
-    if definition is None and not qualified.startswith("torch.") and qualified not in vocabulary.names("values.host_builtins"):
+    if definition is None and not qualified.startswith("torch.") and qualified not in vocabulary.names("values.host_builtins") | vocabulary.names("values.host_containers"):
         constructed = instance_of(qualified, scope)  # `TensorDict(...)`: an object of another library
         if constructed is not None:
             return constructed
+    if qualified in vocabulary.names("values.host_containers"):
+        return HOST
     if qualified in vocabulary.names("values.host_functions") or qualified in vocabulary.names("values.host_builtins"):
         args = [evaluate(a, scope) for a in positional(call)]
         # int(t.sum()), float(t): a number read from tensor data; len(idx) of a data-sized tensor.
