@@ -596,10 +596,11 @@ def _weak_or_held(value: Any) -> Callable[[], Any]:
 
 def _passed_in(code: CodeType, site: readplan.ReadSite) -> bool:
     """Whether a container root reached the frame from outside: an argument (`group` of an optimizer's
-    `_apply(params, group)`) or a closure cell; one the call built itself is not state between replays."""
+    `_apply(params, group)`), a closure cell, or one looked up in such state (`for group in
+    self.param_groups:`); one the call built itself is not state between replays."""
     if site.kind == "deref":
         return True
-    return site.root in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+    return site.root in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount] or site.root in readplan.borrowed_locals(code)
 
 # Guards shared between captures hold their first capture's recorder and the objects they
 # watch: they end with the session whose watchers they rely on (pytest runs many).

@@ -134,6 +134,66 @@ def store_lines(code: CodeType) -> dict[int, tuple[ReadSite, ...]]:
     return found
 
 
+@functools.cache
+def borrowed_locals(code: CodeType) -> frozenset[str]:
+    """Locals that `code` binds to an object it looks up in state that outlives the call: the
+    loop variables of `for group in self.param_groups:` or `for name, cfg in self.cfg.items()`
+    (a comprehension's too), or `group = self.param_groups[0]`, where the iterable or the
+    indexed chain starts at an argument, a global or a closure cell. A scheduler rewrites
+    `group["lr"]` between replays as it would an argument's entry."""
+    insts = [i for i in dis.get_instructions(code) if i.opname not in ("CACHE", "EXTENDED_ARG")]
+    outside = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]) | set(code.co_freevars)
+    names: set[str] = set()
+    for k, ins in enumerate(insts):
+        if ins.opname == "FOR_ITER":
+            targets = _loop_stores(insts, k + 1)
+            m = k - 1
+            while m >= 0 and insts[m].opname in _COMPREHENSION_SETUP:
+                m -= 1  # 3.12 inlines comprehensions: their list is built between GET_ITER and FOR_ITER
+            if m >= 0 and insts[m].opname == "GET_ITER":
+                m = _before_view_call(insts, m - 1)
+            elif m < 0 or not insts[m].opname.startswith("LOAD_FAST"):
+                continue  # else 3.11's comprehension, iterating its argument `.0`
+        elif ins.opname.startswith("STORE_FAST") and k >= 2 and insts[k - 1].opname == "BINARY_SUBSCR" and insts[k - 2].opname == "LOAD_CONST":
+            targets, m = [ins.argval], k - 3  # `x = CHAIN[0]`
+        else:
+            continue
+        end = m
+        while m >= 0 and _attr(insts[m]) is not None:
+            m -= 1
+        root = _root(insts[m], code) if 0 <= m <= end else None
+        if root is not None and (root[0] in ("global", "deref") or (root[0] == "local" and root[1] in outside)):
+            names.update(t for t in targets if isinstance(t, str))
+    return frozenset(names)
+
+
+_COMPREHENSION_SETUP = frozenset({"LOAD_FAST_AND_CLEAR", "SWAP", "BUILD_LIST", "BUILD_SET", "BUILD_MAP"})
+_DICT_VIEWS = frozenset({"items", "values", "keys"})
+
+
+def _loop_stores(insts: list, k: int) -> list:
+    """The names a loop's target binds, from the instruction after FOR_ITER: `x`, or `a, b`."""
+    if k < len(insts) and insts[k].opname.startswith("STORE_FAST"):
+        return [insts[k].argval]
+    if k < len(insts) and insts[k].opname == "UNPACK_SEQUENCE":
+        stores = insts[k + 1:k + 1 + (insts[k].arg or 0)]
+        return [s.argval for s in stores if s.opname.startswith("STORE_FAST")]
+    return []
+
+
+def _before_view_call(insts: list, m: int) -> int:
+    """Past `.items()`, `.values()` or `.keys()` ending at instruction m (CALL 0, with 3.11's PRECALL,
+    after the method load): the index of the chain's last instruction; m itself when there is none."""
+    j = m
+    if j >= 0 and insts[j].opname == "CALL" and not insts[j].arg:
+        j -= 1
+        if j >= 0 and insts[j].opname == "PRECALL":
+            j -= 1
+        if j >= 0 and _method(insts[j]) in _DICT_VIEWS:
+            return j - 1
+    return m
+
+
 def loop_targets(code: CodeType, offset: int) -> frozenset[str]:
     """The variables of the `for` loops of `code` that enclose `offset`."""
     try:
@@ -374,12 +434,17 @@ _RAISED = object()
 def _scan_counters(code: CodeType):
     """`X.a += 1` (chain, COPY 1, LOAD_ATTR a, ..., SWAP 2, STORE_ATTR a), `X[k] += 1` (chain, LOAD_CONST k,
     COPY 2, COPY 2, BINARY_SUBSCR, ..., STORE_SUBSCR), `X.a = X.a + 1` (a read of X.a, then X and STORE_ATTR a
-    on the line) and `G += 1` of a global (LOAD_GLOBAL G, ..., STORE_GLOBAL G)."""
+    on the line), `X.a` read on an earlier line and stored back (through locals), and `G += 1` of a
+    global (LOAD_GLOBAL G, ..., STORE_GLOBAL G)."""
     insts = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
     reads: dict[tuple[Optional[int], str], ReadSite] = {(s.line, s.text): s for s in plan(code)}
+    first_read: dict[str, ReadSite] = {}  # each chain's first read in the code, by line
+    for read in sorted((s for s in reads.values() if s.line is not None), key=lambda s: s.line):
+        first_read.setdefault(read.text, read)
     for k, ins in enumerate(insts):
         positions = getattr(ins, "positions", None)  # Python 3.11+
         line = positions.lineno if positions else None
+        site: Optional[ReadSite]
         if ins.opname == "STORE_GLOBAL":
             site = reads.get((line, ins.argval))
             if site is not None and site.kind == "global" and _computed(insts, k):
@@ -390,6 +455,13 @@ def _scan_counters(code: CodeType):
                 target = _chain_before(insts, k, code)
                 if target is not None:
                     site = reads.get((line, f"{target}.{ins.argval}"))
+                    earlier = first_read.get(f"{target}.{ins.argval}")
+                    chain = _chain_ending(insts, k, code) if site is None and earlier is not None else None
+                    if chain is not None and earlier is not None and line is not None and earlier.line < line:
+                        # `start = self._seen_tokens; end = start + n; self._seen_tokens = end`: read,
+                        # then stored back through locals; watched at the store.
+                        root, steps, j = chain
+                        site = _site(root, steps + (("attr", ins.argval),), VALUE, insts[j], ins)
             if site is not None:
                 yield site
 

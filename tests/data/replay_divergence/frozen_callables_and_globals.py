@@ -1,7 +1,9 @@
 """A functools.partial rebound and one whose keywords change in place, a closure cell changed
 with `nonlocal`, a module-level dict entry rewritten by a callback, an enum member and an
-enum.Flag value, and a dataclass field read through a property: each read in capture and
-changed before a replay (and put back before the next one)."""
+enum.Flag value, a dataclass field read through a property, and entries of dicts the captured
+code finds by iterating state (an optimizer-style param group, adapters enabled in a
+comprehension over `.items()`): each read in capture and changed before a replay (and put back
+before the next one)."""
 import dataclasses
 import enum
 import functools
@@ -68,9 +70,16 @@ class Head:
         self.cfg = cfg
         self.mode = Mode.SAMPLE
         self.act = functools.partial(scaled, scale=2.0)
+        self.param_groups = [{"lr": 0.1}]
+        self.adapters = {"medical": {"enabled": False}}
 
     def __call__(self, x):
         y = self.act(x)  # expect: CG601
+        for group in self.param_groups:
+            y = y * (1 - group["lr"])  # expect: CG601
+        enabled = [name for name, adapter in self.adapters.items() if adapter["enabled"]]  # expect: CG202
+        if enabled:
+            y = y + 0.5
         y = SOFTCAP(y)  # expect: CG601
         y = mix(y * SETTINGS["scale"], x)  # expect: CG601
         if self.mode is Mode.GREEDY:  # expect: CG202
@@ -116,4 +125,10 @@ same &= check("flag")
 FEATURES = Feature.NONE
 cfg.temperature = 2.0
 same &= check("dataclass property")
+cfg.temperature = 1.0
+head.param_groups[0]["lr"] = 0.3
+same &= check("param group entry")
+head.param_groups[0]["lr"] = 0.1
+head.adapters["medical"]["enabled"] = True
+same &= check("adapter enabled")
 print("VERDICT MATCHES" if same else "VERDICT DIVERGES")
