@@ -308,3 +308,31 @@ def test_a_flag_the_captured_forward_flips_still_freezes_its_branch():
         g.replay()
     """
     assert found(source, select=["control-flow"]) == {("CG202", 9)}
+
+
+def test_a_buffer_registered_from_a_cpu_factory_moves_with_its_module():
+    # `torch.zeros(n)` has no device, but a registered buffer follows `.cuda()`: reading its
+    # value on the host in captured code syncs. A plain attribute made the same way stays on
+    # the CPU, and `.item()` of it reads host memory.
+    source = """
+    import torch
+
+    class Cache(torch.nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            lengths = torch.zeros(n, dtype=torch.long)
+            self.register_buffer("lengths", lengths, persistent=False)
+            self.register_buffer("offsets", torch.zeros(n, dtype=torch.long))
+            self.host_lengths = torch.zeros(n, dtype=torch.long)
+
+        def forward(self, x):
+            longest = self.lengths.max().item()
+            first = int(self.offsets[0])
+            known = self.host_lengths.max().item()
+            return x[:, :8] * (longest + first + known)
+
+    cache = Cache(4).cuda()
+    with torch.cuda.graph(g):
+        out = cache(static_x)
+    """
+    assert found(source, select=["CG101"]) == {("CG101", 12), ("CG101", 13)}

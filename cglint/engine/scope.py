@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import builtins
+from dataclasses import replace
 from typing import Iterable, Iterator, Optional, Union
 
 import libcst as cst
@@ -254,6 +255,8 @@ class Scope:
                     current = UNKNOWN
                 else:
                     current = evaluate(write.value, Scope(self.project, write.method, initial_env(self.project, write.method)))
+                    if current.kind == Kind.CPU_TENSOR and isinstance(write.node, cst.Call):
+                        current = replace(current, kind=Kind.TENSOR)  # a registered buffer moves with its module (`.cuda()`)
                     if current.kind == Kind.UNKNOWN and _is_parameter(write.value, write.method, setter=True):
                         named = write.value.value if isinstance(write.value, cst.Name) else ""
                         given = self.project.parameters(write.method).get(named, UNKNOWN)
