@@ -1,9 +1,9 @@
 """A functools.partial rebound and one whose keywords change in place, a closure cell changed
 with `nonlocal`, a module-level dict entry rewritten by a callback, an enum member and an
 enum.Flag value, a dataclass field read through a property, and entries of dicts the captured
-code finds by iterating state (an optimizer-style param group, adapters enabled in a
-comprehension over `.items()`): each read in capture and changed before a replay (and put back
-before the next one)."""
+code finds by iterating state (an optimizer-style param group, adapters enabled in a loop
+over `.items()`): each read in capture and changed before a replay (and put back before the
+next one)."""
 import dataclasses
 import enum
 import functools
@@ -77,9 +77,9 @@ class Head:
         y = self.act(x)  # expect: CG601
         for group in self.param_groups:
             y = y * (1 - group["lr"])  # expect: CG601
-        enabled = [name for name, adapter in self.adapters.items() if adapter["enabled"]]  # expect: CG202
-        if enabled:
-            y = y + 0.5
+        for name, adapter in self.adapters.items():
+            if adapter["enabled"]:  # expect: CG202
+                y = y + 0.5
         y = SOFTCAP(y)  # expect: CG601
         y = mix(y * SETTINGS["scale"], x)  # expect: CG601
         if self.mode is Mode.GREEDY:  # expect: CG202
