@@ -20,13 +20,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import gc
+import itertools
 import operator
 import sys
 import threading
 import weakref
 from collections import deque
 from types import CodeType, FrameType, ModuleType
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterable, Optional, cast
 
 import torch
 
@@ -42,6 +43,7 @@ _verdicts = frames.verdicts  # is_user_code's cache, read directly on the hot pa
 _MISSING = object()
 _CONTAINERS = (dict, list, tuple)
 _SIZED = (dict, list, tuple, set, frozenset, deque, str, bytes)
+_LOOPED: tuple[type, ...] = (list, tuple, dict, type({}.items()), type({}.values()), type({}.keys()))  # read again without running code
 _HELD = (dict, list, set)  # roots held strongly (no weak references to them): for slots only
 _NUMBERS = frozenset({int, float, complex, bool})
 
@@ -280,6 +282,10 @@ class GuardReadCollector:
                 if at_site:
                     self._site_tensor(frame.f_globals if site.kind == "global" else local, site)
                     self._site_container(frame, frame.f_globals if site.kind == "global" else local, site)
+                if site.kind == "local" and site.root not in local and site.root in readplan.loop_sources(code):
+                    for element in _loop_values(frame, local, readplan.loop_sources(code)[site.root]):
+                        self._guard(frame, {**local, site.root: element}, site, frame)  # 3.12 cleared it
+                    continue
                 self._guard(frame, local, site, frame)
         except Exception:  # noqa: BLE001 - a guard is never worth breaking the user's capture
             return
@@ -640,6 +646,27 @@ def _chained(mine: Callable, theirs: Optional[Callable]) -> Callable:
         return local
 
     return local
+
+
+# How many values of a loop a comprehension ran over are guarded, read again from its iterable.
+_MAX_LOOP_VALUES = 64
+
+
+def _loop_values(frame: FrameType, local: Any, source: readplan.LoopSource) -> list:
+    """The values a loop variable took, read again from the loop's iterable (`self.cfg.items()`,
+    the second of each pair): 3.12 clears a comprehension's variables before the frame returns."""
+    try:
+        value: Any = frame.f_globals[source.root] if source.kind == "global" else local[source.root]
+        for _, name in source.steps:
+            value = getattr(value, name)
+        if source.view:
+            value = getattr(value, source.view)()
+        if not isinstance(value, _LOOPED):
+            return []  # a generator or a lazy sequence: reading it again could run code or consume it
+        items: list[Any] = list(itertools.islice(cast(Iterable[Any], value), _MAX_LOOP_VALUES))
+        return [item[source.place] for item in items] if source.place is not None else items
+    except Exception:  # noqa: BLE001 - never worth breaking the user's capture
+        return []
 
 
 def _root(frame: FrameType, local: Any, site: readplan.ReadSite) -> Optional[tuple[Any, tuple, Optional[Callable[[], Any]]]]:

@@ -141,30 +141,63 @@ def borrowed_locals(code: CodeType) -> frozenset[str]:
     (a comprehension's too), or `group = self.param_groups[0]`, where the iterable or the
     indexed chain starts at an argument, a global or a closure cell. A scheduler rewrites
     `group["lr"]` between replays as it would an argument's entry."""
+    return frozenset(loop_sources(code)) | frozenset(_borrowed(code)[1])
+
+
+@functools.cache
+def loop_sources(code: CodeType) -> dict[str, "LoopSource"]:
+    """For each borrowed loop variable, where its values come from (see LoopSource): what 3.12's
+    inlined comprehensions clear before the frame returns, the guards find again."""
+    return _borrowed(code)[0]
+
+
+@dataclass(frozen=True)
+class LoopSource:
+    """`for name, cfg in self.cfg.items()`: the chain (`self`, ("attr", "cfg")), the view
+    ("items"; "" for the container itself) and the place in an unpacked item (1; None: whole)."""
+
+    kind: str
+    root: str
+    steps: tuple
+    view: str
+    place: Optional[int]
+
+
+@functools.cache
+def _borrowed(code: CodeType) -> tuple[dict[str, LoopSource], frozenset[str]]:
     insts = [i for i in dis.get_instructions(code) if i.opname not in ("CACHE", "EXTENDED_ARG")]
     outside = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]) | set(code.co_freevars)
-    names: set[str] = set()
+    loops: dict[str, LoopSource] = {}
+    indexed: set[str] = set()
     for k, ins in enumerate(insts):
+        view = ""
         if ins.opname == "FOR_ITER":
             targets = _loop_stores(insts, k + 1)
             m = k - 1
             while m >= 0 and insts[m].opname in _COMPREHENSION_SETUP:
                 m -= 1  # 3.12 inlines comprehensions: their list is built between GET_ITER and FOR_ITER
             if m >= 0 and insts[m].opname == "GET_ITER":
-                m = _before_view_call(insts, m - 1)
+                view, m = _before_view_call(insts, m - 1)
             elif m < 0 or not insts[m].opname.startswith("LOAD_FAST"):
                 continue  # else 3.11's comprehension, iterating its argument `.0`
         elif ins.opname.startswith("STORE_FAST") and k >= 2 and insts[k - 1].opname == "BINARY_SUBSCR" and insts[k - 2].opname == "LOAD_CONST":
             targets, m = [ins.argval], k - 3  # `x = CHAIN[0]`
         else:
             continue
-        end = m
+        end, steps = m, []
         while m >= 0 and _attr(insts[m]) is not None:
+            steps.append(("attr", insts[m].argval))
             m -= 1
         root = _root(insts[m], code) if 0 <= m <= end else None
-        if root is not None and (root[0] in ("global", "deref") or (root[0] == "local" and root[1] in outside)):
-            names.update(t for t in targets if isinstance(t, str))
-    return frozenset(names)
+        if root is None or not (root[0] in ("global", "deref") or (root[0] == "local" and root[1] in outside)):
+            continue
+        if ins.opname != "FOR_ITER":
+            indexed.update(t for t in targets if isinstance(t, str))
+            continue
+        for place, target in enumerate(targets):
+            if isinstance(target, str):
+                loops[target] = LoopSource(root[0], root[1], tuple(reversed(steps)), view, place if len(targets) > 1 else None)
+    return loops, frozenset(indexed)
 
 
 _COMPREHENSION_SETUP = frozenset({"LOAD_FAST_AND_CLEAR", "SWAP", "BUILD_LIST", "BUILD_SET", "BUILD_MAP"})
@@ -181,17 +214,19 @@ def _loop_stores(insts: list, k: int) -> list:
     return []
 
 
-def _before_view_call(insts: list, m: int) -> int:
+def _before_view_call(insts: list, m: int) -> tuple[str, int]:
     """Past `.items()`, `.values()` or `.keys()` ending at instruction m (CALL 0, with 3.11's PRECALL,
-    after the method load): the index of the chain's last instruction; m itself when there is none."""
+    after the method load): (the view, the index of the chain's last instruction); ("", m) when
+    there is none."""
     j = m
     if j >= 0 and insts[j].opname == "CALL" and not insts[j].arg:
         j -= 1
         if j >= 0 and insts[j].opname == "PRECALL":
             j -= 1
-        if j >= 0 and _method(insts[j]) in _DICT_VIEWS:
-            return j - 1
-    return m
+        view = _method(insts[j]) if j >= 0 else None
+        if view in _DICT_VIEWS:
+            return view, j - 1
+    return "", m
 
 
 def loop_targets(code: CodeType, offset: int) -> frozenset[str]:

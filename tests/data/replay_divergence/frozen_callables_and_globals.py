@@ -2,8 +2,8 @@
 with `nonlocal`, a module-level dict entry rewritten by a callback, an enum member and an
 enum.Flag value, a dataclass field read through a property, and entries of dicts the captured
 code finds by iterating state (an optimizer-style param group, adapters enabled in a loop
-over `.items()`): each read in capture and changed before a replay (and put back before the
-next one)."""
+over `.items()`, gates read in a comprehension): each read in capture and changed before a
+replay (and put back before the next one)."""
 import dataclasses
 import enum
 import functools
@@ -72,6 +72,7 @@ class Head:
         self.act = functools.partial(scaled, scale=2.0)
         self.param_groups = [{"lr": 0.1}]
         self.adapters = {"medical": {"enabled": False}}
+        self.gates = {"legal": {"open": False}}
 
     def __call__(self, x):
         y = self.act(x)  # expect: CG601
@@ -80,6 +81,8 @@ class Head:
         for name, adapter in self.adapters.items():
             if adapter["enabled"]:  # expect: CG202
                 y = y + 0.5
+        if [name for name, gate in self.gates.items() if gate["open"]]:  # expect: CG202
+            y = y * 0.5
         y = SOFTCAP(y)  # expect: CG601
         y = mix(y * SETTINGS["scale"], x)  # expect: CG601
         if self.mode is Mode.GREEDY:  # expect: CG202
@@ -131,4 +134,7 @@ same &= check("param group entry")
 head.param_groups[0]["lr"] = 0.1
 head.adapters["medical"]["enabled"] = True
 same &= check("adapter enabled")
+head.adapters["medical"]["enabled"] = False
+head.gates["legal"]["open"] = True
+same &= check("gate opened in a comprehension")
 print("VERDICT MATCHES" if same else "VERDICT DIVERGES")
