@@ -386,3 +386,68 @@ def test_a_temperature_held_in_a_tensor_and_filled_per_request_is_read_anew():
         init='torch.full((), temperature, device="cuda")', update='self.temperature.fill_(params["temperature"])'
     )
     assert found(source) == []
+
+
+GRAPH_PER_OFFSET = '''
+    import torch
+
+    class InferenceParams:
+        def __init__(self, max_batch_size, max_sequence_length):
+            self.max_sequence_length = max_sequence_length
+            self.sequence_len_offset = 0
+            self.key_memory = torch.zeros(max_sequence_length, max_batch_size, 64, device="cuda")
+
+        def reset(self):
+            self.sequence_len_offset = 0
+
+    def attention(query, key, params):
+        start = params.sequence_len_offset
+        end = start + key.size(0)
+        params.key_memory[start:end].copy_(key)
+        return query @ params.key_memory[:end].transpose(0, 1)
+
+    class DecodeGraph:
+        def __init__(self, params, query, key):
+            self.query, self.key = query.clone(), key.clone()
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph):
+                self.out = attention(self.query, self.key, params)
+
+        def replay(self, query, key):
+            self.query.copy_(query)
+            self.key.copy_(key)
+            self.graph.replay()
+            return self.out
+
+    class DecodeGraphRunner:
+        def __init__(self, params):
+            self.params = params
+            self.graphs = {{}}
+
+        def __call__(self, query, key):
+            key_ = {key_expr}
+            if key_ not in self.graphs:
+                self.graphs[key_] = DecodeGraph(self.params, query, key)
+            return self.graphs[key_].replay(query, key)
+
+    def generate(steps):
+        params = InferenceParams(4, 128)
+        runner = DecodeGraphRunner(params)
+        q = torch.randn(1, 1, 64, device="cuda")
+        for _ in range(steps):
+            out = runner(q, q)
+            params.sequence_len_offset += 1
+        params.reset()
+        return out
+'''
+
+
+def test_a_graph_per_offset_keeps_each_offset():
+    # Megatron-style static batching: the runner keeps one graph per sequence offset, keyed
+    # by the offset itself, so advancing it picks another graph, never a stale one.
+    assert found(GRAPH_PER_OFFSET.format(key_expr="(self.params.sequence_len_offset, query.shape)")) == []
+
+
+def test_one_graph_for_every_offset_slices_with_the_capture_time_offset():
+    source = GRAPH_PER_OFFSET.format(key_expr="query.shape")
+    assert ("CG702", "params.key_memory[start:end].copy_(key)") in found(source)

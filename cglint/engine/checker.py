@@ -684,19 +684,24 @@ class Engine:
         ], [])
 
     def selecting_attrs(self, cls: ClassInfo) -> set[str]:
-        """`self.` attributes that pick which graph a method of `cls` replays (`key =
-        self.do_cfg` then `self._graphs[key].replay()`, through a property one level): each
-        graph keeps its own value, so changing them picks another graph, not a stale one."""
+        """Attributes of objects of `cls` that pick which graph is replayed: `self.` attributes
+        of the replaying class (`key = self.do_cfg` then `self._graphs[key].replay()`, through a
+        property one level), or of an object it holds (`key = (self.params.offset, ...)`, a
+        graph per offset): each graph keeps its own value, so changing them picks another
+        graph, not a stale one."""
         def find() -> set[str]:
             family = set(map(id, self.project.mro(cls)))
             found: set[str] = set()
             for function in self._replayers.values():
-                if function.cls is None or id(function.cls) not in family or not function.params:
+                if function.cls is None or not function.params:
                     continue
                 me, names = function.params[0].name.value, self.replay_selectors(function)
                 exprs = [*self.replay_receivers(function)]
                 exprs += [n.value for n in descendants(function.node) if isinstance(n, cst.Assign)
                           and any(isinstance(t.target, cst.Name) and t.target.value in names for t in n.targets)]
+                if id(function.cls) not in family:  # another class's runner: attributes of objects it holds
+                    found.update(self._held_selectors(function, exprs, cls))
+                    continue
                 for expr in exprs:
                     for node in [expr, *descendants(expr)]:
                         attr = self_attr(node, me) if isinstance(node, cst.Attribute) else None
@@ -708,6 +713,17 @@ class Engine:
                             found.update(a for n in descendants(prop.node) if (a := self_attr(n, prop.params[0].name.value)) is not None)
             return found
         return self.project.cached(("selecting-attrs", id(cls), len(self._replayers)), find, set())
+
+    def _held_selectors(self, function: FunctionInfo, exprs: list, cls: ClassInfo) -> set[str]:
+        """`offset` in `(self.inference_params.offset, ...)` where `self.inference_params` is an
+        object of `cls`: read with the runner's values."""
+        attributes = [n for expr in exprs for n in [expr, *descendants(expr)]
+                      if isinstance(n, cst.Attribute) and isinstance(n.value, cst.Attribute)]
+        if not attributes:
+            return set()
+        scope = Scope(self.project, function, initial_env(self.project, function))
+        return {n.attr.value for n in attributes
+                if any(isinstance(t, ClassInfo) and cls in self.project.mro(t) for t in evaluate(n.value, scope).targets)}
 
     def replay_selectors(self, function: FunctionInfo) -> set[str]:
         """Names used inside the expression of the graph being replayed (`bs` in `graphs[bs].replay()`)."""

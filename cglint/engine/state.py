@@ -147,6 +147,8 @@ class StateFacts:
     def _change(
         self, expr: cst.BaseExpression, scope: "Scope", any_write: bool, depth: int, statement: Optional[cst.CSTNode]
     ) -> Optional[str]:
+        if self._selects_graph(expr, scope):
+            return None
         keys = self._state_keys(expr, scope)
         reader = scope.function
         code = f"`{code_of(expr)}`"
@@ -181,6 +183,16 @@ class StateFacts:
             if prop is not None:  # `self.guidance_scale`, a @property computed from `self.step_index`
                 return self._derived_from(code_of(expr), self._returns(prop), scope, any_write, depth, statement)
         return None
+
+    def _selects_graph(self, expr: cst.BaseExpression, scope: "Scope") -> bool:
+        """`params.offset` where the runner keys its graphs by that attribute (engine.selecting_attrs):
+        changing it picks another graph, each captured with its own value."""
+        container = expr.value if isinstance(expr, cst.Subscript) else expr
+        if not isinstance(container, cst.Attribute):
+            return False
+        base = evaluate(container.value, scope)
+        classes = [c for c in base.targets if isinstance(c, ClassInfo)] if base.kind == Kind.OBJECT and not base.is_class else []
+        return bool(classes) and all(container.attr.value in self.engine.selecting_attrs(c) for c in classes)
 
     def derived(
         self, expr: cst.Name, scope: "Scope", any_write: bool = False, depth: int = 0, statement: Optional[cst.CSTNode] = None
