@@ -40,17 +40,17 @@ def bind(
             unpacked = value_of(arg.value)
             args.update(unpacked.fields)
             open_keywords = open_keywords or not unpacked.keys_known
-        elif arg.star == "*":
+        elif arg.star == "*" and known_positions:
             items = value_of(arg.value).items
-            known_positions = known_positions and bool(items)  # past an unknown unpacking, nothing is known
+            known_positions = bool(items)  # past an unknown unpacking, no place is known
             positional.extend(items)
         elif known_positions:
             positional.append(value_of(arg.value))
     star, double_star = function.star_param, function.kwargs_param
-    if known_positions:
-        args.update((name, value) for name, value in zip(names, positional) if name not in args)
-        if star is not None and len(positional) > len(names):
-            args[star] = Value(Kind.OBJECT, items=tuple(positional[len(names):]))
+    # `GraphedIteration(model, opt, *batch)`: the places before an unknown unpacking are known.
+    args.update((name, value) for name, value in zip(names, positional) if name not in args)
+    if known_positions and star is not None and len(positional) > len(names):
+        args[star] = Value(Kind.OBJECT, items=tuple(positional[len(names):]))
     if double_star is not None:
         # `def forward(self, x, **kwargs)`: the keywords no parameter takes, as a dict.
         named = set(function.positional_params) | set(function.keyword_only_params)
@@ -59,7 +59,7 @@ def bind(
             del args[key]
         if extra:
             args[double_star] = Value(Kind.OBJECT, fields=extra)
-    unsure = (names if not known_positions else []) + (names + function.keyword_only_params if open_keywords else [])
+    unsure = (names[len(positional):] if not known_positions else []) + (names + function.keyword_only_params if open_keywords else [])
     for name in unsure:
         args.setdefault(name, UNKNOWN)
     return args
