@@ -263,7 +263,7 @@ SERVER = '''
 
     class Temperature:
         def __init__(self, temperature):
-            self.temperature = temperature
+            self.temperature = {init}
 
         {setter}
 
@@ -279,84 +279,6 @@ SERVER = '''
             scores = processor(ids, scores)
         return scores.softmax(-1)
 
-    class DecodeServer:
-        def __init__(self, model, processors):
-            self.model = model
-            self.processors = processors
-            self.ids = torch.zeros(4, 8, device="cuda")
-            self.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph):
-                self.probs = next_token_probs(self.model, self.ids, self.processors)
-
-        def handle(self, request):
-            for processor in self.processors:
-                if isinstance(processor, Temperature):
-                    {update}
-            self.ids.copy_(request["ids"])
-            self.graph.replay()
-            return self.probs.clone()
-
-    def serve(model, requests):
-        server = DecodeServer(model, build_processors())
-        return [server.handle(r) for r in requests]
-'''
-
-
-def test_a_setter_the_server_calls_before_each_replay_changes_the_value():
-    # Hugging Face-style logits processors built by a factory and handed to a server: the
-    # server updates the temperature per request, then replays.
-    setter = "def update(self, temperature: float):\n            self.temperature = temperature"
-    assert found(SERVER.format(setter=setter, update='processor.update(request["temperature"])')) == [
-        ("CG601", "return scores / self.temperature")
-    ]
-    # No processor can change: the value captured stays the value used.
-    assert found(SERVER.format(setter="pass", update="pass")) == []
-
-
-LOGITS_SERVER = '''
-    import torch
-
-    class RepetitionPenalty:
-        def __init__(self, penalty):
-            self.penalty = penalty
-
-        def __call__(self, ids, scores):
-            return scores * self.penalty
-
-    class Temperature:
-        def __init__(self, temperature):
-            self.temperature = {init}
-
-        def update(self, params):
-            {update}
-
-        def __call__(self, ids, scores):
-            return scores / self.temperature
-
-    def next_token_probs(model, ids, processors):
-        scores = model(ids)[:, -1]
-        for processor in processors:
-            scores = processor(ids, scores)
-        return scores.softmax(-1)
-
-    class DecodeServer:
-        def __init__(self, model, processors):
-            self.model, self.processors = model, processors
-
-        def capture(self, ids):
-            self.static_ids = ids.clone()
-            self.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph):
-                self.static_probs = next_token_probs(self.model, self.static_ids, self.processors)
-
-        def handle(self, request):
-            for processor in self.processors:
-                if hasattr(processor, "update"):
-                    processor.update(request["sampling_params"])
-            self.static_ids.copy_(request["input_ids"])
-            self.graph.replay()
-            return self.static_probs.clone()
-
     class TinyLM(torch.nn.Module):
         def __init__(self):
             super().__init__()
@@ -366,25 +288,55 @@ LOGITS_SERVER = '''
         def forward(self, ids):
             return self.head(self.embed(ids))
 
-    def serve(requests):
-        server = DecodeServer(TinyLM().cuda(), [RepetitionPenalty(1.3), Temperature(1.0)])
-        server.capture(requests[0]["input_ids"])
+    class DecodeServer:
+        def __init__(self, model, processors):
+            self.model = model
+            self.processors = processors
+            self.ids = torch.zeros(4, 8, dtype=torch.long, device="cuda")
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph):
+                self.probs = next_token_probs(self.model, self.ids, self.processors)
+
+        def handle(self, request):
+            for processor in self.processors:
+                if {guard}:
+                    {update}
+            self.ids.copy_(request["ids"])
+            self.graph.replay()
+            return self.probs.clone()
+
+    def serve(model, requests):
+        server = DecodeServer({model}, build_processors())
         return [server.handle(r) for r in requests]
 '''
 
 
+def test_a_setter_the_server_calls_before_each_replay_changes_the_value():
+    # Hugging Face-style logits processors built by a factory and handed to a server: the
+    # server updates the temperature per request, then replays.
+    setter = "def update(self, temperature: float):\n            self.temperature = temperature"
+    source = SERVER.format(init="temperature", setter=setter, guard="isinstance(processor, Temperature)",
+                           update='processor.update(request["temperature"])', model="model")
+    assert found(source) == [
+        ("CG601", "return scores / self.temperature")
+    ]
+    # No processor can change: the value captured stays the value used.
+    assert found(SERVER.format(init="temperature", setter="pass", guard="True", update="pass", model="model")) == []
+
+
 def test_a_processor_updated_per_request_keeps_its_capture_time_temperature():
-    # HF-style logits processors in a server that replays one graph per request: only the
-    # processors that have `update` are updated, and the captured division keeps the
-    # temperature of capture time whatever each request asks for.
-    source = LOGITS_SERVER.format(init="temperature", update='self.temperature = params["temperature"]')
+    # Only the processors that have `update` are updated, with a request's sampling params: the
+    # captured division keeps the temperature of capture time whatever each request asks for.
+    setter = 'def update(self, params):\n            self.temperature = params["temperature"]'
+    source = SERVER.format(init="temperature", setter=setter, guard='hasattr(processor, "update")',
+                           update='processor.update(request["sampling_params"])', model="TinyLM().cuda()")
     assert found(source) == [("CG601", "return scores / self.temperature")]
 
 
 def test_a_temperature_held_in_a_tensor_and_filled_per_request_is_read_anew():
-    source = LOGITS_SERVER.format(
-        init='torch.full((), temperature, device="cuda")', update='self.temperature.fill_(params["temperature"])'
-    )
+    setter = 'def update(self, params):\n            self.temperature.fill_(params["temperature"])'
+    source = SERVER.format(init='torch.full((), temperature, device="cuda")', setter=setter, guard='hasattr(processor, "update")',
+                           update='processor.update(request["sampling_params"])', model="TinyLM().cuda()")
     assert found(source) == []
 
 
