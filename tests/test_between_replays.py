@@ -403,3 +403,57 @@ def test_a_graph_per_offset_keeps_each_offset():
 def test_one_graph_for_every_offset_slices_with_the_capture_time_offset():
     source = GRAPH_PER_OFFSET.format(key_expr="query.shape")
     assert ("CG702", "params.key_memory[start:end].copy_(key)") in found(source)
+
+
+COLLECTOR = '''
+    import torch
+
+    class CudaGraphModule:
+        def __init__(self, module, warmup=2):
+            self.module = module
+            self.counter = 0
+            self._warmup = warmup
+            self.graph = None
+
+        def _record(self, observation):
+            self._static_in = observation.clone()
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph):
+                self._out = self.module(self._static_in)
+
+        def __call__(self, observation):
+            if self.counter < self._warmup:
+                self.counter += 1
+                return self.module(observation)
+            if self.graph is None:
+                self._record(observation)
+            self._static_in.copy_(observation)
+            self.graph.replay()
+            return self._out
+
+    class SyncDataCollector:
+        def __init__(self, policy, frames_per_batch):
+            self.policy = policy
+            self.frames_per_batch = frames_per_batch
+
+        def rollout(self, observation):
+            actions = []
+            for _ in range(self.frames_per_batch):
+                action = self.policy(observation)
+                actions.append({kept})
+            return torch.stack(actions, dim=1)
+
+    def collect(actor):
+        collector = SyncDataCollector(CudaGraphModule(actor), frames_per_batch=16)
+        return collector.rollout(torch.randn(8, 4, device="cuda"))
+'''
+
+
+def test_a_collector_built_with_a_graphed_policy_keeps_its_static_output():
+    # torchrl-style: the collector gets a CudaGraphModule, whose calls return the graph's
+    # static output; its rollout keeps each one, and the next replay overwrites them all.
+    assert found(COLLECTOR.format(kept="action")) == [("CG955", "actions.append(action)")]
+
+
+def test_a_collector_that_keeps_clones_keeps_each_frame():
+    assert found(COLLECTOR.format(kept="action.clone()")) == []

@@ -729,6 +729,10 @@ class Engine:
         """Names used inside the expression of the graph being replayed (`bs` in `graphs[bs].replay()`)."""
         return {n.value for r in self.replay_receivers(function) for n in [r, *descendants(r)] if isinstance(n, cst.Name) and n is not r}
 
+    def noted_constructions(self, cls: ClassInfo) -> list[dict[str, Value]]:
+        """The constructions of `cls` walks have met so far, without searching for more."""
+        return self._constructions.get(id(cls), [])
+
     def note_construction(self, cls, args: dict[str, Value]) -> None:
         if not self.modules_left_out:  # values computed while modules were left out are unreliable
             self._constructions.setdefault(id(cls), []).append(args)

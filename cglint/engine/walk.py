@@ -520,6 +520,7 @@ class Walker:
         for function, bound in callees:
             if not self.in_region:
                 self.pass_replaying_arguments(function, node, bound)
+                self.pass_replaying_receiver(function, node, bound)
             self.note_construction(function, node, bound)
             self.engine.note_call(function, self.function, node)
             if not self.engine.may_capture(function):
@@ -589,6 +590,18 @@ class Walker:
             self.engine.note_compiled_names(
                 w.attr for w in function.self_writes() if isinstance(w.value, cst.Name) and w.value.value in replaying
             )
+
+    def pass_replaying_receiver(self, function: FunctionInfo, call: cst.Call, bound: bool) -> None:
+        """`collector.rollout(obs)` where `collector` was built with a graphed policy
+        (`Collector(CudaGraphModule(policy), ...)`): the method may replay it through
+        `self.policy(obs)`, so it is walked, with what the construction gave the object."""
+        if not bound or function.cls is None or not isinstance(call.func, cst.Attribute) or function.name == "__init__":
+            return
+        if self.mode is not Mode.DISCOVER or self.in_region:
+            return
+        given = [v for args in self.engine.noted_constructions(function.cls) for v in args.values()]
+        if any(v.kind is Kind.OBJECT and v.targets and self.replays_when_called(v, passed=True) for v in given):
+            self.engine.discover_with(function, {})
 
     def note_dataclass_construction(self, call: cst.Call) -> None:
         """`ForwardBatch(ids, pos, lens, mask)` of a dataclass: its fields, in declaration
