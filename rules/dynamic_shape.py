@@ -64,11 +64,15 @@ def changing_number(read: cst.BaseExpression, ctx, operand: bool = False):
     (`+=`) or changed in the replay loop."""
     kind = ctx.value(read).kind
     local = read.value if isinstance(read, cst.Subscript) else read  # `opts["scale"]` of a local `opts`
+    entry_of_entry = False
     if isinstance(read, cst.Subscript) and isinstance(local, cst.Name) and ctx.is_local(local.value):
         source = ctx.local_source(local)
         if isinstance(source, cst.Attribute):  # `knobs = self.ctx.knobs`, then `knobs["temperature"]`
             read = local = read.with_changes(value=source)
-    if kind == Kind.UNKNOWN and isinstance(local, cst.Name) and ctx.is_local(local.value):
+        # `group["lr"]` of `for group in self.param_groups`: that entry of every group, which a
+        # scheduler between replays may assign.
+        entry_of_entry = isinstance(ctx.iterated(local), (cst.Attribute, cst.Name))
+    if kind == Kind.UNKNOWN and isinstance(local, cst.Name) and ctx.is_local(local.value) and not entry_of_entry:
         # A local of unknown kind counts only through what it was computed from: `lr =
         # self.current_lr()` (project functions' results have no kind of their own).
         state = ctx.derived_state(local)

@@ -457,3 +457,69 @@ def test_a_collector_built_with_a_graphed_policy_keeps_its_static_output():
 
 def test_a_collector_that_keeps_clones_keeps_each_frame():
     assert found(COLLECTOR.format(kept="action.clone()")) == []
+
+
+# timm's per-update schedulers: the optimizer's step reads each group's `lr` as a Python float
+# (a kernel scalar at capture); the scheduler the loop steps after each replay assigns it
+# through a loop over the same groups, under a key the constructor names.
+OPTIMIZER_AND_SCHEDULER = '''
+import torch
+
+class Lion(torch.optim.Optimizer):
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                {update}
+
+class Scheduler:
+    def __init__(self, optimizer, param_group_field="lr"):
+        self.optimizer = optimizer
+        self.param_group_field = param_group_field
+
+    def step_update(self, num_updates):
+        value = 0.1 / (1 + num_updates)
+        for param_group in self.optimizer.param_groups:
+            {write}
+
+class CosineScheduler(Scheduler):
+    def __init__(self, optimizer, t_initial):
+        super().__init__(optimizer)
+        self.t_initial = t_initial
+
+def train(model, x, y, steps):
+    opt = Lion(model.parameters(), lr={lr})
+    sched = CosineScheduler(opt, t_initial=steps)
+    graph = torch.cuda.CUDAGraph()
+    graph.capture_begin()
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+    graph.capture_end()
+    for num_updates in range(steps):
+        graph.replay()
+        sched.step_update(num_updates)
+'''
+
+
+def test_group_entry_a_scheduler_assigns_between_replays():
+    source = OPTIMIZER_AND_SCHEDULER.format(
+        update='p.add_(p.grad.sign(), alpha=-group["lr"] * group["weight_decay"])',
+        write="param_group[self.param_group_field] = value", lr="0.02",
+    )
+    assert found(source) == [("CG601", 'p.add_(p.grad.sign(), alpha=-group["lr"] * group["weight_decay"])')]
+
+
+def test_group_entry_written_in_place_or_another_entry_is_no_finding():
+    # A tensor lr filled in place keeps the graph's pointer; a scheduler of another entry
+    # leaves `lr` and `weight_decay` as captured.
+    in_place = OPTIMIZER_AND_SCHEDULER.format(
+        update='p.addcmul_(p.grad.sign(), group["lr"], value=-1)',
+        write="param_group[self.param_group_field].fill_(value)", lr="torch.tensor(0.02, device='cuda')",
+    )
+    assert found(in_place) == []
+    other_entry = OPTIMIZER_AND_SCHEDULER.format(
+        update='p.add_(p.grad.sign(), alpha=-group["lr"] * group["weight_decay"])',
+        write='param_group["momentum"] = value', lr="0.02",
+    )
+    assert found(other_entry) == []

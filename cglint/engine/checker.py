@@ -25,10 +25,13 @@ from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo, self_
 from cglint.engine.warmup_only import cached_on_first_use
 from cglint.engine.project import Project
 from cglint.engine.reach_graph import ReachGraph, marker_node
-from cglint.engine.replay_writes import ANY_CONTAINER, ANY_ITEM, ANY_OWNER, ITEM, argument_keys, attribute_key, attribute_write_keys, item_keys, reachable, restored_state, writes_of
+from cglint.engine.replay_writes import (
+    ANY_CONTAINER, ANY_ITEM, ANY_OWNER, ITEM, argument_keys, attribute_key, attribute_write_keys, entry_name, item_keys, loop_container,
+    reachable, restored_state, writes_of,
+)
 from cglint.engine.scope import Scope, function_values, initial_env
 from cglint.engine.state import Change, StateFacts
-from cglint.engine.syntax import call_method, called_names, callee_name, calls_in, code_of, decorator_callee, descendants, dotted_name, identifiers, item_name
+from cglint.engine.syntax import call_method, called_names, callee_name, calls_in, code_of, decorator_callee, descendants, dotted_name, identifiers
 from cglint.engine.values import TENSOR, Kind, Value, evaluate, output_root
 from cglint.engine.walk import Mode, Walker
 from cglint.rule import CAPTURE, REGION, REPLAY, Hit, Rule, applies
@@ -48,6 +51,10 @@ MAX_TRACE_STEPS = 24
 # to diffusers' `Attention(` in 100 files: searching up to 64 changed no finding and made
 # diffusers' check 70% slower.
 MAX_CONSTRUCTING_FILES = 8
+# How many subclasses of a class are read for the constructions they make of it (through
+# `super().__init__(...)` or an inherited `__init__`): a base with more (`nn.Module`-like
+# roots of a model zoo) gets no single constant from them anyway.
+MAX_SUBCLASS_CONSTRUCTIONS = 8
 
 
 def _raise(module: ModuleInfo, exc: BaseException) -> None:
@@ -426,7 +433,7 @@ class Engine:
             # `engine.opts["scale"] = s` changes what `self.opts` holds; a slice or a computed
             # index of a container not known to be a host one changes some entry, not the binding
             # (`inference_params.lengths_per_sample[:] = seqlen` of a tensor whose class is unknown).
-            item = item_name(target) or (None if container.is_host else ANY_ITEM)
+            item = entry_name(target, scope) or (None if container.is_host else ANY_ITEM)
             target = target.value
         if code_of(target, 400) in restored_state(self.project, function):
             return  # saved, changed and put back before the function returns
@@ -434,6 +441,9 @@ class Engine:
             keys: list[tuple] = [("name", function.key, target.value)]
             if target.value in function.declared_globals:  # `global SCALE` in main(), then `SCALE = s` in its replay loop
                 keys.append(("global", function.module.name, target.value))
+            iterated = loop_container(scope, target.value) if item is not None else None
+            if isinstance(iterated, cst.Attribute):  # `for group in opt.param_groups: group["lr"] = lr`
+                keys += item_keys(attribute_write_keys(iterated, scope), ANY_ITEM)
         elif isinstance(target, cst.Attribute):
             keys = attribute_write_keys(target, scope)
         else:
@@ -775,7 +785,21 @@ class Engine:
             for method in cls.methods.values():  # `return cls(unet, scheduler)` in `from_config`
                 if method.is_classmethod and method.params:
                     self._guarded(cls.module, lambda: self._note_constructions_named(method, method.params[0].name.value))
+            self._subclass_constructions(cls)
         return self._constructions.get(id(cls), [])
+
+    def _subclass_constructions(self, cls) -> None:
+        """A subclass constructs its base too: `super().__init__(optimizer)` in its `__init__`
+        (with what the subclass's own callers pass), or its own constructions where it inherits
+        the base's `__init__` (recorded under the class whose `__init__` runs)."""
+        if "__init__" not in cls.methods:
+            return
+        for sub in self.project.subclasses(cls)[:MAX_SUBCLASS_CONSTRUCTIONS]:
+            init = sub.methods.get("__init__")
+            if init is None:
+                self.constructions(sub)
+            elif "__init__" in self._identifiers(init):
+                self._guarded(sub.module, lambda: self._note_constructions_named(init, "__init__"))
 
     def _constructor_params(self, function: FunctionInfo) -> dict[str, Value]:
         """`Block(timers)` inside `Model.__init__(self, timers)`: what Model's own callers pass."""

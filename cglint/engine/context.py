@@ -8,6 +8,7 @@ import libcst as cst
 from cglint.engine import captures
 from cglint.engine.captures import Capture, CaptureKind, capture_method
 from cglint.engine.definitions import ClassInfo, FunctionInfo
+from cglint.engine.replay_writes import loop_container
 from cglint.engine.syntax import call_method, code_of, descendants, nearest_assignment
 from cglint.engine.values import Kind, Value, evaluate, host_reads, output_root, to_device, truth
 
@@ -304,6 +305,11 @@ class Context:
         """What the local `name` was last assigned before the current statement, if anything."""
         found = nearest_assignment(name.value, self.before())
         return found[1] if found is not None else None
+
+    def iterated(self, name: cst.Name) -> Optional[cst.BaseExpression]:
+        """The container whose entries the loop variable `name` holds (`for group in
+        self.param_groups`), if every binding of it is such a loop."""
+        return loop_container(self._walker.scope, name.value)
 
     def declared_global(self, name: str) -> bool:
         """Whether the current function declares `global name` (so writing it changes module state)."""

@@ -24,7 +24,7 @@ import libcst as cst
 from cglint import vocabulary
 from cglint.engine.definitions import FunctionInfo
 from cglint.engine.warmup_only import initializes_once, suite_nodes
-from cglint.engine.syntax import assigned_names, call_method, code_of, descendants, item_name, named_attribute_write
+from cglint.engine.syntax import assigned_names, call_method, code_of, descendants, item_name, iterated_container, named_attribute_write
 
 if TYPE_CHECKING:
     from cglint.engine.project import Project
@@ -214,7 +214,7 @@ def attribute_write_keys(leaf: cst.Attribute, scope) -> list[tuple]:
 
 def _keys(leaf: cst.BaseExpression, declared: dict, function: FunctionInfo, scope) -> list[tuple]:
     if isinstance(leaf, cst.Subscript):  # `self.opts["scale"] = s`: the container on `self` changed
-        item, leaf = item_name(leaf), leaf.value
+        item, leaf = entry_name(leaf, scope), leaf.value
         if isinstance(leaf, cst.Name) and leaf.value in {p.name.value for p in function.params}:
             return [param_key(leaf.value, item)]  # `hparams["ent_coef"] = c`: the caller's container changed
         return item_keys(_keys(leaf, declared, function, scope), item)
@@ -225,7 +225,34 @@ def _keys(leaf: cst.BaseExpression, declared: dict, function: FunctionInfo, scop
             return [("global", function.module.name, leaf.value), attribute_key(leaf.value)]
         if leaf.value in declared["nonlocal"]:
             return [("cell", leaf.value)]
+        container = loop_container(scope, leaf.value)
+        if container is not None:  # `param_group` of `for param_group in self.optimizer.param_groups`
+            return item_keys(_keys(container, declared, function, scope), ANY_ITEM)
     return []
+
+
+def loop_container(scope, name: str) -> Optional[cst.BaseExpression]:
+    """The container a local iterates over (syntax.iterated_container), for the scope's function."""
+    function = scope.function
+    key = ("iterated", function.key, name)
+    return scope.project.cached(key, lambda: iterated_container(name, function.node), None)
+
+
+def entry_name(subscript: cst.Subscript, scope) -> Optional[str]:
+    """The entry a subscript names: a literal (`cfg["lr"]`, `xs[0]`), or a constant the value
+    model knows (`group[self.param_group_field]` with the field set to "lr")."""
+    from cglint.engine.values import evaluate
+
+    named = item_name(subscript)
+    if named is not None or len(subscript.slice) != 1 or not isinstance(subscript.slice[0].slice, cst.Index):
+        return named
+    index = subscript.slice[0].slice.value
+    if not isinstance(index, (cst.Name, cst.Attribute)):
+        return None
+    const = evaluate(index, scope).const
+    if isinstance(const, str):
+        return const
+    return f"[{const}]" if isinstance(const, int) and not isinstance(const, bool) else None
 
 
 def item_keys(keys: list[tuple], item: Optional[str], shared: bool = False) -> list[tuple]:

@@ -14,8 +14,10 @@ import libcst as cst
 from cglint import vocabulary
 from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo, self_attr
 from cglint.engine.project import Project
-from cglint.engine.replay_writes import ANY_OWNER, attribute_key, callees_of, initialised_once, item_keys, restored_state
-from cglint.engine.syntax import assigned_names, code_of, descendants, item_name
+from cglint.engine.replay_writes import (
+    ANY_ITEM, ANY_OWNER, attribute_key, callees_of, entry_name, initialised_once, item_keys, loop_container, restored_state,
+)
+from cglint.engine.syntax import assigned_names, code_of, descendants
 from cglint.engine.values import Kind, evaluate, host_reads
 from cglint.rule import Location
 
@@ -372,9 +374,12 @@ class StateFacts:
     def _state_keys(self, expr: cst.BaseExpression, scope: "Scope") -> list[tuple]:
         """The keys under which the engine records writes of the state `expr` reads."""
         if isinstance(expr, cst.Subscript):  # `self.hparams["ent_coef"]`
-            return item_keys(self._state_keys(expr.value, scope), item_name(expr))
+            return item_keys(self._state_keys(expr.value, scope), entry_name(expr, scope))
         if isinstance(expr, cst.Name):
             keys: list[tuple] = [("name", scope.function.key, expr.value)]
+            container = loop_container(scope, expr.value) if expr.value in scope.env else None
+            if container is not None:  # `group` of `for group in self.param_groups`: an entry of it
+                keys += item_keys(self._state_keys(container, scope), ANY_ITEM)
             if expr.value not in scope.env:  # a global or a closure variable
                 body = scope.module.body_function
                 keys += [("name", body.key, expr.value), ("global", scope.module.name, expr.value), ("cell", expr.value)]

@@ -198,6 +198,53 @@ def nearest_assignment(name: str, statements) -> Optional[tuple[cst.SimpleStatem
     return None
 
 
+def iterated_container(name: str, function: cst.CSTNode) -> Optional[cst.BaseExpression]:
+    """The container whose entries the local `name` holds, when every binding of it in
+    `function` is a loop over that container: `for group in self.param_groups`, `for i, g in
+    enumerate(groups)`, `for g, lr in zip(opt.param_groups, lrs)`, `for k, g in cfg.items()`.
+    An entry written through `group["lr"] = v` is then an entry of an entry of that container."""
+    found: list[cst.BaseExpression] = []
+    for node in descendants(function):
+        if isinstance(node, (cst.For, cst.CompFor)):
+            if any(isinstance(leaf, cst.Name) and leaf.value == name for leaf in assigned_names(node.target)):
+                source = _loop_source(name, node.target, node.iter)
+                if source is None:
+                    return None
+                found.append(source)
+        elif isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.WithItem, cst.NamedExpr)):
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [
+                node.asname.name if isinstance(node, cst.WithItem) and node.asname else getattr(node, "target", None)
+            ]
+            if any(isinstance(leaf, cst.Name) and leaf.value == name for t in targets if t is not None for leaf in assigned_names(t)):
+                return None
+    if not found or len({code_of(f, 400) for f in found}) != 1:
+        return None
+    return found[0]
+
+
+def _loop_source(name: str, target: cst.BaseExpression, iterable: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    if isinstance(target, cst.Name):
+        method = call_method(iterable) if isinstance(iterable, cst.Call) else None
+        if method is not None and method[1] == "values" and not iterable.args:  # type: ignore[attr-defined]
+            return method[0]
+        return None if isinstance(iterable, cst.Call) and code_of(iterable.func) in ("range", "zip", "enumerate") else iterable
+    if not isinstance(target, (cst.Tuple, cst.List)) or not isinstance(iterable, cst.Call):
+        return None
+    elements = [e.value for e in target.elements]
+    position = next((i for i, e in enumerate(elements) if isinstance(e, cst.Name) and e.value == name), None)
+    func, args = code_of(iterable.func), [a.value for a in iterable.args if not a.star and a.keyword is None]
+    if position is None:
+        return None
+    if func == "zip" and position < len(args):
+        return _loop_source(name, elements[position], args[position])
+    if func == "enumerate" and position == 1 and args:
+        return _loop_source(name, elements[1], args[0])
+    method = call_method(iterable)
+    if method is not None and method[1] == "items" and position == 1 and not iterable.args:
+        return method[0]
+    return None
+
+
 def identifiers(node: cst.CSTNode) -> frozenset:
     """Every name and attribute name used anywhere below `node`, nested definitions included."""
     found = set()
