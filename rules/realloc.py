@@ -25,7 +25,20 @@ def _captured_target(target: cst.BaseExpression, value: Optional[cst.BaseExpress
         return code_of(target)
     if ctx.captured_attribute(target, anywhere=True) and tensor and not _capture_machinery(target, value, ctx):
         return code_of(target)  # a tensor attribute captured code read (`self.inv_freq`); numbers are CG601's
+    if _replaces_entry(target, value, ctx):
+        return code_of(target)
     return code_of(target) if _replaces_parameter(target, value, ctx) else ""
+
+
+def _replaces_entry(target: cst.BaseExpression, value: Optional[cst.BaseExpression], ctx) -> bool:
+    """`self.static_kwargs[k] = kwargs[k]` of a container the capture used (DeepSpeed's
+    `**self.static_kwargs`): the graph keeps the tensor the entry held at capture. A value
+    known not to be a tensor (a number, an object) is not new data for the graph."""
+    if not isinstance(target, cst.Subscript) or not isinstance(target.value, cst.Attribute) or value is None:
+        return False
+    if not ctx.captured_attribute(target.value) or _capture_machinery(target, value, ctx):
+        return False
+    return ctx.value(value).kind in (Kind.TENSOR, Kind.CPU_TENSOR, Kind.UNKNOWN) and not ctx.value(target.value).is_tensor
 
 
 def _capture_machinery(target: cst.BaseExpression, value: Optional[cst.BaseExpression], ctx) -> bool:
@@ -196,6 +209,22 @@ for a, b in loader:
     static_x, other = a, b  # expect: CG401
     g.replay()
 ''',
+        '''
+import torch
+
+class Engine:
+    def _create_cuda_graph(self, *inputs, **kwargs):
+        self.graph = torch.cuda.CUDAGraph()
+        self.static_inputs, self.static_kwargs = inputs, kwargs
+        with torch.cuda.graph(self.graph):
+            self.static_output = self.module(*self.static_inputs, **self.static_kwargs)
+
+    def _graph_replay(self, *inputs, **kwargs):
+        for k in kwargs:
+            self.static_kwargs[k] = kwargs[k]  # expect: CG401
+        self.graph.replay()
+        return self.static_output
+''',
     )
     valid = (
         '''
@@ -210,6 +239,23 @@ for batch in loader:
     static_x.copy_(batch)
     g.replay()
     consume(static_y)
+''',
+        '''
+import torch
+
+class Engine:
+    def capture(self, **kwargs):
+        self.graph = torch.cuda.CUDAGraph()
+        self.static_kwargs = kwargs
+        with torch.cuda.graph(self.graph):
+            self.static_output = self.module(**self.static_kwargs)
+
+    def replay(self, **kwargs):
+        for k in kwargs:
+            self.static_kwargs[k].copy_(kwargs[k])
+        self.static_kwargs["step"] = None
+        self.graph.replay()
+        return self.static_output
 ''',
     )
     fixed = (
@@ -276,6 +322,22 @@ for checkpoint in checkpoints:
 ''',
         None,
         None,
+        '''
+import torch
+
+class Engine:
+    def _create_cuda_graph(self, *inputs, **kwargs):
+        self.graph = torch.cuda.CUDAGraph()
+        self.static_inputs, self.static_kwargs = inputs, kwargs
+        with torch.cuda.graph(self.graph):
+            self.static_output = self.module(*self.static_inputs, **self.static_kwargs)
+
+    def _graph_replay(self, *inputs, **kwargs):
+        for k in kwargs:
+            self.static_kwargs[k].copy_(kwargs[k])
+        self.graph.replay()
+        return self.static_output
+''',
     )
 
     def check(self, node, ctx):
