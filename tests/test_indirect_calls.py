@@ -1030,3 +1030,49 @@ def test_a_hook_on_a_submodule_logs_into_the_current_storage_once(tmp_path):
 def test_storage_written_only_after_each_replay_is_no_finding(tmp_path):
     files = {**EVENT_STORAGE, "train.py": EVENT_STORAGE["train.py"].replace("{hook}", "pass")}
     assert findings(tmp_path, files, select=("host-effect",)) == []
+
+
+def test_a_runner_built_by_a_factory_function_runs_the_model_its_caller_passes(tmp_path):
+    # DeepSpeed's `init_inference(model)` builds the engine that captures `self.module(...)`:
+    # the model is what the script hands the factory.
+    engine = """
+        import torch
+        from torch import nn
+
+        class InferenceEngine(nn.Module):
+            def __init__(self, model, graphs):
+                super().__init__()
+                self.module = model
+                self.graphs = graphs
+
+            def _create_cuda_graph(self, *inputs):
+                self.graph = torch.cuda.CUDAGraph()
+                self.static_inputs = inputs
+                with torch.cuda.graph(self.graph):
+                    self.static_output = self.module(*self.static_inputs)
+
+        def init_inference(model, graphs=False):
+            return InferenceEngine(model, graphs)
+    """
+    script = """
+        import torch
+        from torch import nn
+        from engine import init_inference
+
+        class Encoder(nn.Module):
+            def forward(self, x):
+                if x.max() > 0:
+                    x = x * 2
+                return x
+
+        class Unused(nn.Module):
+            def forward(self, x):
+                if x.max() > 0:
+                    x = x * 2
+                return x
+
+        engine = init_inference(Encoder().cuda().eval(), graphs=True)
+        engine._create_cuda_graph(torch.zeros(4, device="cuda"))
+    """
+    found = findings(tmp_path, {"engine.py": engine, "run.py": script}, select=("control-flow",))
+    assert {(path, code, line) for path, code, line in by_file(found, tmp_path)} == {("run.py", "CG201", 7)}

@@ -778,7 +778,8 @@ class Engine:
                 self._guarded(module, lambda: Walker(self, module.body_function, {}, Mode.DISCOVER).run())
                 for function in (f for f in functions if cls.name in self._identifiers(f)):
                     if self._may_drive(function):  # it may drive replays: discover it whole
-                        env = {**initial_env(self.project, function), **self._constructor_params(function)}
+                        calls = [call for call in calls_in(function.body) if callee_name(call.func) == cls.name]
+                        env = {**initial_env(self.project, function), **self._constructor_params(function, calls)}
                         self._guarded(module, lambda: Walker(self, function, env, Mode.DISCOVER).run())
                     else:
                         self._guarded(module, lambda: self._note_constructions_named(function, cls.name))
@@ -801,11 +802,16 @@ class Engine:
             elif "__init__" in self._identifiers(init):
                 self._guarded(sub.module, lambda: self._note_constructions_named(init, "__init__"))
 
-    def _constructor_params(self, function: FunctionInfo) -> dict[str, Value]:
-        """`Block(timers)` inside `Model.__init__(self, timers)`: what Model's own callers pass."""
-        if function.name != "__init__" or function.cls is None:
+    def _constructor_params(self, function: FunctionInfo, calls: list[cst.Call]) -> dict[str, Value]:
+        """`Block(timers)` inside `Model.__init__(self, timers)`: what Model's own callers pass;
+        `InferenceEngine(model, cfg)` in `def init_inference(model)`: what its callers pass (for
+        the parameters the constructions `calls` pass on as they are)."""
+        if function.name == "__init__" and function.cls is not None:
+            return Scope(self.project, function).constructor_objects(function.cls, function)
+        passed = {a.value.value for call in calls for a in call.args if isinstance(a.value, cst.Name)}
+        if not passed & {p.name.value for p in function.params}:
             return {}
-        return Scope(self.project, function).constructor_objects(function.cls, function)
+        return {name: value for name, value in self.project.parameters(function).items() if name in passed}
 
     def _may_drive(self, function: FunctionInfo) -> bool:
         """It captures or replays, or names a class whose methods do (a script that builds a
@@ -831,7 +837,7 @@ class Engine:
         """The constructions spelled `name(...)` in `function`, with its locals as it assigns
         them: what the function does besides is not walked (a search, not a discovery walk)."""
         calls = [call for call in calls_in(function.body) if callee_name(call.func) == name]
-        scope = function_values(self.project, function, self._constructor_params(function), reading=calls)[0]
+        scope = function_values(self.project, function, self._constructor_params(function, calls), reading=calls)[0]
         walker = Walker(self, function, dict(scope.env), Mode.DISCOVER)
         for call in calls:
             walker.note_dataclass_construction(call)
