@@ -137,7 +137,7 @@ class HostStateCondition(Rule):
     why = """Python control flow runs once, at capture. A branch on a step counter or a flag
     that changes later is frozen: replays keep executing the kernels of the path that
     was taken at capture, silently, whatever the counter or flag says now."""
-    nodes = (cst.If, cst.While, cst.IfExp, cst.For)
+    nodes = (cst.If, cst.While, cst.IfExp, cst.For, cst.CompIf)
     invalid = (
         '''
 import torch
@@ -187,13 +187,13 @@ with torch.cuda.graph(g):
             if not (isinstance(bound, cst.Call) and ctx.call_name(bound) == "range"):
                 return
             parts, construct = [a.value for a in bound.args], "loop"
-        else:
-            parts, construct = operands(node.test), "branch"
+        else:  # `[n for n, cfg in self.adapter_cfg.items() if cfg["enabled"]]` filters once, at capture
+            parts, construct = operands(node.test), "filter" if isinstance(node, cst.CompIf) else "branch"
         for part in parts:
             for expr in _state_reads(part):
                 state = ctx.changing_state(expr)
                 if state:
-                    yield Hit(bound if construct == "loop" else node.test, {"state": state, "construct": construct})
+                    yield Hit(node.test if construct != "loop" else bound, {"state": state, "construct": construct})
                     return
 
 

@@ -523,3 +523,92 @@ def test_group_entry_written_in_place_or_another_entry_is_no_finding():
         write='param_group["momentum"] = value', lr="0.02",
     )
     assert found(other_entry) == []
+
+
+# NeMo's adapters: a comprehension filters the enabled adapters at capture; the model-level
+# setter fans out to every adapter module found by an `isinstance` filter over `modules()`.
+ADAPTERS = '''
+import torch
+from torch import nn
+
+class AdapterModuleMixin:
+    def add_adapter(self, name, dim):
+        if not hasattr(self, "adapter_cfg"):
+            self.adapter_cfg, self.adapter_layer = {}, nn.ModuleDict()
+        self.adapter_cfg[name] = {"enabled": True}
+        self.adapter_layer[name] = nn.Linear(dim, dim)
+
+    def set_enabled_adapters(self, name=None, enabled=True):
+        for key in self.adapter_cfg:
+            if name is None or key == name:
+                self.adapter_cfg[key]["enabled"] = enabled
+
+    def get_enabled_adapters(self):
+        return [name for name, cfg in self.adapter_cfg.items() if cfg["enabled"]]
+
+    def forward_enabled_adapters(self, x):
+        for name in self.get_enabled_adapters():
+            x = x + self.adapter_layer[name](x)
+        return x
+
+class AdapterModelMixin:
+    def adapter_modules(self):
+        return [m for m in self.modules() if isinstance(m, AdapterModuleMixin) and m is not self]
+
+    def set_enabled_adapters(self, name=None, enabled=True):
+        for module in self.adapter_modules():
+            module.set_enabled_adapters(name, enabled=enabled)
+
+    def get_enabled_adapters(self):
+        return sorted({n for module in self.adapter_modules() for n in module.get_enabled_adapters()})
+
+class Layer(nn.Module, AdapterModuleMixin):
+    def __init__(self, dim):
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        return self.forward_enabled_adapters(self.proj(x))
+
+class Encoder(nn.Module, AdapterModelMixin):
+    def __init__(self, dim):
+        super().__init__()
+        self.layers = nn.ModuleList(Layer(dim) for _ in range(2))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+class Runner:
+    def __init__(self, model):
+        self.model = model
+        self._graphed = {graphs}
+
+    def __call__(self, x):
+{call}
+
+def serve(batches, domains):
+    model = Encoder(8).cuda()
+    runner = Runner(model)
+    for x, domain in zip(batches, domains):
+        model.set_enabled_adapters(enabled=False)
+        model.set_enabled_adapters(domain, enabled=True)
+        runner(x)
+'''
+
+
+def test_filter_on_flags_a_fan_out_setter_changes_between_replays():
+    call = '''        if self._graphed is None:
+            self._graphed = torch.cuda.make_graphed_callables(self.model, (torch.zeros_like(x),))
+        return self._graphed(x).clone()'''
+    assert found(ADAPTERS.replace("{graphs}", "None").replace("{call}", call)) == [("CG202", 'return [name for name, cfg in self.adapter_cfg.items() if cfg["enabled"]]')]
+
+
+def test_filter_on_flags_that_key_the_graph_is_no_finding():
+    # One graphed callable per enabled set: the flags pick a graph captured with them.
+    call = '''        key = tuple(self.model.get_enabled_adapters())
+        if key not in self._graphed:
+            self._graphed[key] = torch.cuda.make_graphed_callables(self.model, (torch.zeros_like(x),))
+        return self._graphed[key](x).clone()'''
+    assert found(ADAPTERS.replace("{graphs}", "{}").replace("{call}", call)) == []

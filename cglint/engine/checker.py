@@ -27,7 +27,7 @@ from cglint.engine.project import Project
 from cglint.engine.reach_graph import ReachGraph, marker_node
 from cglint.engine.replay_writes import (
     ANY_CONTAINER, ANY_ITEM, ANY_OWNER, ITEM, argument_keys, attribute_key, attribute_write_keys, entry_name, item_keys, loop_container,
-    reachable, restored_state, writes_of,
+    callees_of, owners, reachable, restored_state, setter_scope, writes_of,
 )
 from cglint.engine.scope import Scope, function_values, initial_env
 from cglint.engine.state import Change, StateFacts
@@ -465,9 +465,12 @@ class Engine:
             self._calls_by_caller.setdefault(caller.key, []).append((callees, call))
         # The writes between replays (_writes_between_replays) are looked at again, with this call.
 
-    def note_mode_switch(self, function: FunctionInfo, after_capture: bool) -> None:
-        """`model.eval()` / `model.train()` outside regions: `self.training` changes."""
-        self._host_writes.setdefault(attribute_key("training"), []).append((function, after_capture, None))
+    def note_mode_switch(self, function: FunctionInfo, after_capture: bool, receiver: Value) -> None:
+        """`model.eval()` / `model.train()` outside regions: `self.training` of that object
+        changes (of any object, where its class is unknown; a graph runner's `runner.eval()`
+        is not its model's)."""
+        for key in [attribute_key("training", owner) for owner in owners(receiver)] or [attribute_key("training")]:
+            self._host_writes.setdefault(key, []).append((function, after_capture, None))
 
     def note_capture_call(self, function: FunctionInfo) -> None:
         """`function` captures through a call (`capture_graph(model, x)`): its code before
@@ -687,11 +690,40 @@ class Engine:
         return found
 
     def replay_receivers(self, function: FunctionInfo) -> list:
-        """The graph expressions a function replays (`g`, `self.graphs[bs]`)."""
-        return self.project.cached(("replays", function.key), lambda: [
-            call_method(n)[0] for n in descendants(function.node)  # type: ignore[index]
-            if isinstance(n, cst.Call) and captures.capture_method(n) == "replay"
-        ], [])
+        """The graph expressions a function replays (`g`, `self.graphs[bs]`), and in a function
+        that replays, the entries of containers it calls (`self._graphed[key](x)`, one graphed
+        callable per key)."""
+        def find() -> list:
+            calls = [n for n in descendants(function.node) if isinstance(n, cst.Call)]
+            found = [call_method(n)[0] for n in calls if captures.capture_method(n) == "replay"]  # type: ignore[index]
+            if function.key in self._replayers:
+                found += [n.func for n in calls if isinstance(n.func, cst.Subscript)]
+            return found
+        return self.project.cached(("replays", function.key, function.key in self._replayers), find, [])
+
+    def _selector_exprs(self, function: FunctionInfo) -> list:
+        """The expressions that pick the graph a function replays: the graph expressions and
+        what the names in them are assigned (`key = (self.params.offset, bs)`)."""
+        names = self.replay_selectors(function)
+        return [*self.replay_receivers(function)] + [
+            n.value for n in descendants(function.node)
+            if isinstance(n, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value in names for t in n.targets)
+        ]
+
+    def selecting_functions(self) -> frozenset:
+        """Project functions whose result picks the graph replayed (`key =
+        tuple(self.model.get_enabled_adapters())`, then `self._graphed[key](x)`), and those
+        they call: the state they read selects a graph, each captured with its own."""
+        def find() -> frozenset:
+            found: set = set()
+            for function in list(self._replayers.values()):  # resolving may discover more
+                scope = setter_scope(self.project, function)
+                for expr in self._selector_exprs(function):
+                    for call in (n for n in [expr, *descendants(expr)] if isinstance(n, cst.Call)):
+                        for callee in callees_of(self.project, scope, call):
+                            found.update(f.key for f in reachable(self.project, callee))
+            return frozenset(found)
+        return self.project.cached(("selecting-functions", len(self._replayers)), find, frozenset())
 
     def selecting_attrs(self, cls: ClassInfo) -> set[str]:
         """Attributes of objects of `cls` that pick which graph is replayed: `self.` attributes
@@ -705,10 +737,7 @@ class Engine:
             for function in self._replayers.values():
                 if function.cls is None or not function.params:
                     continue
-                me, names = function.params[0].name.value, self.replay_selectors(function)
-                exprs = [*self.replay_receivers(function)]
-                exprs += [n.value for n in descendants(function.node) if isinstance(n, cst.Assign)
-                          and any(isinstance(t.target, cst.Name) and t.target.value in names for t in n.targets)]
+                me, exprs = function.params[0].name.value, self._selector_exprs(function)
                 if id(function.cls) not in family:  # another class's runner: attributes of objects it holds
                     found.update(self._held_selectors(function, exprs, cls))
                     continue

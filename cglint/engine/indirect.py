@@ -108,7 +108,8 @@ def _find_hooks(project: Project, parameters: Optional[Parameters]) -> tuple[lis
                 # registers a hook cost a third more time and memory on diffusers' hooks.
                 given = parameters(function)
                 # An annotation (`model: nn.Module`) says less than the objects callers pass.
-                scope.env.update({name: value for name, value in given.items() if name not in scope.env or not scope.env[name].targets})
+                env = {**scope.env, **{name: value for name, value in given.items() if name not in scope.env or not scope.env[name].targets}}
+                scope = Scope(project, function, env)  # a new scope: the assigned one is shared, its values cached
             for node in descendants(function.node):
                 if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _HOOK_METHODS and node.args):
                     continue

@@ -46,7 +46,7 @@ def writes_of(project: "Project", function: FunctionInfo, depth: int = SETTER_DE
 
 
 def _scan(project: "Project", function: FunctionInfo, depth: int) -> frozenset:
-    from cglint.engine.scope import Scope, initial_env  # scope imports the engine's value model
+    from cglint.engine.values import evaluate
 
     node = function.node
     if not isinstance(node, cst.FunctionDef):
@@ -56,7 +56,7 @@ def _scan(project: "Project", function: FunctionInfo, depth: int) -> frozenset:
         "nonlocal": {n.name.value for d in descendants(node) if isinstance(d, cst.Nonlocal) for n in d.names},
     }
     found: set = set()
-    scope = functools.cache(lambda: Scope(project, function, initial_env(project, function)))  # made when first needed
+    scope = functools.cache(lambda: setter_scope(project, function))  # made when first needed
     restored = restored_state(project, function)
     once = initialised_once(project, function)
     for current in descendants(node):
@@ -71,7 +71,9 @@ def _scan(project: "Project", function: FunctionInfo, depth: int) -> frozenset:
         elif isinstance(current, cst.Call):
             method = call_method(current)
             if method is not None and method[1] in _MODE_SWITCHES and _mode_key(code_of(method[0], 400)) not in restored:
-                found.add(attribute_key("training"))
+                # `runner.eval()` of a graph runner switches the runner's mode, not its model's.
+                switched = owners(evaluate(method[0], scope()))
+                found.update([attribute_key("training", owner) for owner in switched] or [attribute_key("training")])
             if method is not None and method[1] in vocabulary.names("host_effect.entry_methods") and isinstance(method[0], cst.Attribute):
                 found.update(attribute_write_keys(method[0], scope()))  # `self.ctx.knobs.update(arm)`
             named = named_attribute_write(current)
@@ -81,6 +83,16 @@ def _scan(project: "Project", function: FunctionInfo, depth: int) -> frozenset:
                 for callee in callees_of(project, scope(), current):
                     found.update(k for k in writes_of(project, callee, depth - 1) if k[0] != _PARAM)
     return frozenset(found)
+
+
+def setter_scope(project: "Project", function: FunctionInfo):
+    """A setter's scope: its parameters are what its callers pass where that is a project
+    object (`activate_domain(model, d)` calling `model.set_enabled_adapters(...)`), and its
+    locals as it assigns them (`for module in self.adapter_modules(): module.enable()`)."""
+    from cglint.engine.scope import function_values
+
+    params = {name: value for name, value in project.parameters(function).items() if value.targets or value.items}
+    return function_values(project, function, params)[0]
 
 
 def initialised_once(project: "Project", function: FunctionInfo) -> frozenset:
@@ -96,11 +108,10 @@ def reachable(project: "Project", function: FunctionInfo, depth: int = SETTER_DE
 
 
 def _reach(project: "Project", function: FunctionInfo, depth: int) -> tuple:
-    from cglint.engine.scope import Scope, initial_env
 
     found = {function.key: function}
     if depth > 1 and isinstance(function.node, cst.FunctionDef):
-        scope = Scope(project, function, initial_env(project, function))
+        scope = setter_scope(project, function)
         for call in (n for n in descendants(function.node) if isinstance(n, cst.Call)):
             for callee in callees_of(project, scope, call):
                 for reached in reachable(project, callee, depth - 1):
@@ -217,7 +228,10 @@ def _keys(leaf: cst.BaseExpression, declared: dict, function: FunctionInfo, scop
         item, leaf = entry_name(leaf, scope), leaf.value
         if isinstance(leaf, cst.Name) and leaf.value in {p.name.value for p in function.params}:
             return [param_key(leaf.value, item)]  # `hparams["ent_coef"] = c`: the caller's container changed
-        return item_keys(_keys(leaf, declared, function, scope), item)
+        containers = _keys(leaf, declared, function, scope)
+        if item is None:  # `cfg[key] = v`: the container, and some entry of it (`cfg[key]["enabled"]`)
+            return containers + item_keys(containers, ANY_ITEM)
+        return item_keys(containers, item)
     if isinstance(leaf, cst.Attribute):
         return attribute_write_keys(leaf, scope)
     if isinstance(leaf, cst.Name):

@@ -14,7 +14,7 @@ from cglint.engine.definitions import AttrWrite, ClassInfo, FunctionInfo, Module
 from cglint.engine.project import Project
 from cglint.engine.registries import written_entries
 from cglint.engine.arguments import bind
-from cglint.engine.values import FALSE, HOST, NONE, PY_NONE, TENSOR, TRUE, UNKNOWN, Kind, Value, class_instance, evaluate, instance_of, join, literal_value
+from cglint.engine.values import FALSE, HOST, NONE, PY_NONE, TENSOR, TRUE, UNKNOWN, Kind, Value, class_instance, evaluate, instance_of, join, literal_value, loop_element
 
 _DTYPES = frozenset(
     "float16 float32 float64 bfloat16 half float double int8 int16 int32 int64 uint8 long int short bool "
@@ -47,6 +47,12 @@ class Scope:
     def entered(self, function: FunctionInfo, args: dict[str, Value]) -> "Scope":
         """A scope of `function` called from here with `args` (the rest from its declaration)."""
         scope = Scope(self.project, function, initial_env(self.project, function, args, at_call=True))
+        scope.compiling = self.compiling
+        return scope
+
+    def with_names(self, names: dict[str, Value]) -> "Scope":
+        """A scope of the same function with more names bound (a comprehension's variables)."""
+        scope = Scope(self.project, self.function, {**self.env, **names})
         scope.compiling = self.compiling
         return scope
 
@@ -562,6 +568,13 @@ def function_values(
                     if isinstance(element.value, cst.Name):
                         item = value.items[index] if index < len(value.items) else Value(value.kind) if value.is_tensor else UNKNOWN
                         env[element.value.value] = item
+        elif isinstance(node, (cst.For, cst.CompFor)):  # `for module in self.adapter_modules()`: an element
+            each = loop_element(node.iter, scope)
+            leaves = list(assigned_names(node.target))
+            for index, leaf in enumerate(leaves):
+                # A comprehension's variable is its own: it leaves a local of the same name alone.
+                if isinstance(leaf, cst.Name) and (isinstance(node, cst.For) or leaf.value not in env):
+                    env[leaf.value] = each if len(leaves) == 1 else each.items[index] if index < len(each.items) else UNKNOWN
         elif isinstance(node, cst.Return) and node.value is not None and declared is None:
             current = evaluate(node.value, scope)
             if isinstance(node.value, cst.Tuple):
@@ -581,12 +594,14 @@ def _assignments_read(nodes: list[cst.CSTNode], reading: Iterable[cst.CSTNode]) 
             bound = {node.name.value}
         elif isinstance(node, cst.Assign) and len(node.targets) == 1:
             bound = {leaf.value for leaf in assigned_names(node.targets[0].target) if isinstance(leaf, cst.Name)}
+        elif isinstance(node, (cst.For, cst.CompFor)):
+            bound = {leaf.value for leaf in assigned_names(node.target) if isinstance(leaf, cst.Name)}
         else:
             continue
         if bound & needed:
             kept.append(node)
-            if isinstance(node, cst.Assign):
-                needed |= identifiers(node.value)
+            if isinstance(node, (cst.Assign, cst.For, cst.CompFor)):
+                needed |= identifiers(node.value if isinstance(node, cst.Assign) else node.iter)
     kept.reverse()
     return kept
 

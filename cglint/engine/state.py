@@ -149,7 +149,7 @@ class StateFacts:
     def _change(
         self, expr: cst.BaseExpression, scope: "Scope", any_write: bool, depth: int, statement: Optional[cst.CSTNode]
     ) -> Optional[str]:
-        if self._selects_graph(expr, scope):
+        if self._selects_graph(expr, scope) or scope.function.key in self.engine.selecting_functions():
             return None
         keys = self._state_keys(expr, scope)
         reader = scope.function
@@ -377,7 +377,7 @@ class StateFacts:
             return item_keys(self._state_keys(expr.value, scope), entry_name(expr, scope))
         if isinstance(expr, cst.Name):
             keys: list[tuple] = [("name", scope.function.key, expr.value)]
-            container = loop_container(scope, expr.value) if expr.value in scope.env else None
+            container = loop_container(scope, expr.value)
             if container is not None:  # `group` of `for group in self.param_groups`: an entry of it
                 keys += item_keys(self._state_keys(container, scope), ANY_ITEM)
             if expr.value not in scope.env:  # a global or a closure variable

@@ -20,7 +20,7 @@ import libcst as cst
 from cglint import vocabulary
 from cglint.engine.definitions import ClassInfo, FunctionInfo, ModuleInfo
 from cglint.engine.outline import SCOPES as AST_SCOPES
-from cglint.engine.syntax import call_method, descendants, item_name, keyword, positional, reads, string_value
+from cglint.engine.syntax import assigned_names, call_method, descendants, item_name, keyword, positional, reads, string_value
 
 if TYPE_CHECKING:
     from cglint.engine.scope import Scope
@@ -257,6 +257,30 @@ def _evaluate(expr: cst.BaseExpression, scope: "Scope") -> Value:
         return _dict(expr, scope)
     if isinstance(expr, cst.Lambda):
         return Value(Kind.OBJECT, targets=(FunctionInfo(scope.module, expr, "<lambda>", "<lambda>", scope.cls, scope.function),))
+    if isinstance(expr, (cst.ListComp, cst.GeneratorExp, cst.SetComp)):
+        return _comprehension(expr, scope)
+    return UNKNOWN
+
+
+def _comprehension(expr: cst.BaseExpression, scope: "Scope") -> Value:
+    """A list of project objects: `[m for m in self.modules() if isinstance(m, AdapterMixin)]`
+    holds adapter modules, `[Block(d) for _ in range(n)]` blocks. Anything else stays unknown
+    (a list of tensors is no object the rules look into)."""
+    inner = scope.with_names({})
+    comp: Optional[cst.CompFor] = expr.for_in  # type: ignore[attr-defined]
+    while comp is not None:
+        element = loop_element(comp.iter, inner)
+        leaves = list(assigned_names(comp.target))
+        for index, leaf in enumerate(leaves):
+            if isinstance(leaf, cst.Name):
+                known = element if len(leaves) == 1 else (element.items[index] if index < len(element.items) else UNKNOWN)
+                inner.env[leaf.value] = known
+        for test in comp.ifs:
+            inner.env.update(narrowed(test.test, inner))
+        comp = comp.inner_for_in
+    value = evaluate(expr.elt, inner)  # type: ignore[attr-defined]
+    if value.kind == Kind.OBJECT and not value.is_class and any(isinstance(t, (ClassInfo, FunctionInfo)) for t in value.targets):
+        return Value(Kind.OBJECT, items=(value,))
     return UNKNOWN
 
 
@@ -597,7 +621,9 @@ def _may_return_objects(function: FunctionInfo) -> bool:
     classes = any(name[:1].isupper() for name in names) or not names.isdisjoint(("cls", "getattr"))
     if returns and all(isinstance(v, (ast.Name, ast.Subscript)) for v in returns):
         return True  # `return _ACCELERATOR`, `return self.timers[name]`: objects held, not built here
-    return classes and bool(returns) and all(isinstance(v, (ast.Call, ast.Name, ast.Attribute)) for v in returns)
+    # `return [m for m in self.modules() if isinstance(m, AdapterMixin)]`: objects filtered by class.
+    built = (ast.Call, ast.Name, ast.Attribute, ast.ListComp, ast.GeneratorExp)
+    return classes and bool(returns) and all(isinstance(v, built) for v in returns)
 
 
 def returns_of(node: ast.AST) -> list:

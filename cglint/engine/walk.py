@@ -515,7 +515,7 @@ class Walker:
                 # its value comes from the constructor's callers, known once every module is.
                 self.engine.walk_again_with_every_module(self.function, self.initial_env)
             if (call_method(node) or (None, ""))[1] in ("train", "eval"):
-                self.engine.note_mode_switch(self.function, self.after_capture)
+                self.engine.note_mode_switch(self.function, self.after_capture, evaluate(call_method(node)[0], self.scope))  # type: ignore[index]
         self.note_dataclass_construction(node)
         for function, bound in callees:
             if not self.in_region:
