@@ -612,3 +612,54 @@ def test_filter_on_flags_that_key_the_graph_is_no_finding():
             self._graphed[key] = torch.cuda.make_graphed_callables(self.model, (torch.zeros_like(x),))
         return self._graphed[key](x).clone()'''
     assert found(ADAPTERS.replace("{graphs}", "{}").replace("{call}", call)) == []
+
+
+# SGLang's runner: the capture reads views of buffers held on `self.buffers`, through a
+# closure; a replay that rebinds the buffers leaves every graph on the old tensors.
+PAGED_RUNNER = '''
+import torch
+from dataclasses import dataclass
+
+@dataclass
+class InputBuffers:
+    input_ids: torch.Tensor
+    positions: torch.Tensor
+
+class Runner:
+    def __init__(self, model, capture_bs):
+        self.model, self.capture_bs = model, capture_bs
+        self.graphs, self.outputs = {}, {}
+        self.buffers = InputBuffers(torch.zeros(8, dtype=torch.long, device="cuda"), torch.zeros(8, dtype=torch.long, device="cuda"))
+        for bs in capture_bs:
+            self.graphs[bs], self.outputs[bs] = self.capture_one(bs)
+
+    def capture_one(self, bs):
+        input_ids = self.buffers.input_ids[:bs]
+        positions = self.buffers.positions[:bs]
+
+        def run_once():
+            return self.model(input_ids, positions)
+
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = run_once()
+        return graph, out
+
+    def replay(self, ids, pos):
+        bs = ids.shape[0]
+{load}
+        self.graphs[bs].replay()
+        return self.outputs[bs]
+'''
+
+
+def test_buffers_held_by_the_runner_rebound_before_replay():
+    load = "        self.buffers.input_ids = ids\n        self.buffers.positions = pos"
+    assert found(PAGED_RUNNER.replace("{load}", load)) == [
+        ("CG401", "self.buffers.input_ids = ids"), ("CG401", "self.buffers.positions = pos"),
+    ]
+
+
+def test_buffers_held_by_the_runner_copied_into_is_no_finding():
+    load = "        self.buffers.input_ids[:bs].copy_(ids)\n        self.buffers.positions[:bs].copy_(pos)"
+    assert found(PAGED_RUNNER.replace("{load}", load)) == []

@@ -989,6 +989,37 @@ class Engine:
         """Attributes of `cls` objects a capture of its class read or wrote."""
         return set().union(*(c.attrs for c in self.captures_of_class(cls)))
 
+    def fed_attrs(self, cls) -> set[str]:
+        """Attributes of objects of `cls` held by a capturing function's object that it reads
+        into a local the capture uses (`input_ids = self.buffers.input_ids[:bs]`, read by the
+        captured closure): static inputs, which a later rebinding leaves the graph without."""
+        def find() -> dict[int, set[str]]:
+            table: dict[int, set[str]] = {}
+            for capture in list(self._captures.values()):
+                function = capture.function
+                if function is None or not isinstance(function.node, cst.FunctionDef):
+                    continue
+                used = set(capture.names)
+                for node in descendants(function.node):  # a closure the region calls reads its locals
+                    if isinstance(node, cst.FunctionDef) and node is not function.node and node.name.value in capture.names:
+                        used |= identifiers(node)
+                scope: Optional[Scope] = None
+                for node in descendants(function.node):
+                    if not (isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)
+                            and node.targets[0].target.value in used):
+                        continue
+                    value = node.value
+                    while isinstance(value, cst.Subscript):  # a view of it: `[:bs]`
+                        value = value.value
+                    if isinstance(value, cst.Attribute) and isinstance(value.value, cst.Attribute):
+                        scope = scope or Scope(self.project, function, initial_env(self.project, function))
+                        for held in evaluate(value.value, scope).targets:
+                            if isinstance(held, ClassInfo):
+                                table.setdefault(id(held), set()).add(value.attr.value)
+            return table
+        empty: dict[int, set[str]] = {}
+        return self.project.cached(("fed-attrs", len(self._captures)), find, empty).get(id(cls), set())
+
     def region_attrs(self, cls) -> set[str]:
         """Attributes on `self` of any method the regions ran (a rotary embedding's `inv_freq`)."""
         return set().union(*(self._region_reads.get(id(klass), ()) for klass in self.project.mro(cls)))

@@ -114,7 +114,7 @@ class Context:
         base = self.value(target.value)
         for cls in base.targets:
             if isinstance(cls, ClassInfo):
-                known = engine.captured_attrs(cls) | (engine.region_attrs(cls) if anywhere else set())
+                known = engine.captured_attrs(cls) | engine.fed_attrs(cls) | (engine.region_attrs(cls) if anywhere else set())
                 if target.attr.value in known and target.attr.value not in engine.selecting_attrs(cls):
                     return target.attr.value
         return None
