@@ -663,3 +663,47 @@ def test_buffers_held_by_the_runner_rebound_before_replay():
 def test_buffers_held_by_the_runner_copied_into_is_no_finding():
     load = "        self.buffers.input_ids[:bs].copy_(ids)\n        self.buffers.positions[:bs].copy_(pos)"
     assert found(PAGED_RUNNER.replace("{load}", load)) == []
+
+
+def test_scale_of_adapters_set_through_an_isinstance_filter_between_replays():
+    # PEFT's LoRA layer: adapters in ModuleDicts, a float scale multiplying their output; a
+    # helper finds the layers with `isinstance` over `model.modules()` and sets the scale.
+    assert found('''
+        import torch
+        from torch import nn
+
+        class LoraLinear(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.base = nn.Linear(dim, dim)
+                self.lora_A = nn.ModuleDict({"default": nn.Linear(dim, 2)})
+                self.lora_B = nn.ModuleDict({"default": nn.Linear(2, dim)})
+                self.scaling = 1.0
+
+            def set_scale(self, scale):
+                self.scaling = scale
+
+            def forward(self, x):
+                return self.base(x) + self.lora_B["default"](self.lora_A["default"](x)) * self.scaling
+
+        def set_adapter_scale(model, scale):
+            for module in model.modules():
+                if isinstance(module, LoraLinear):
+                    module.set_scale(scale)
+
+        def serve(requests):
+            model = nn.Sequential(LoraLinear(8), LoraLinear(8)).cuda()
+            static_x = torch.zeros(4, 8, device="cuda")
+            side = torch.cuda.Stream()
+            with torch.cuda.stream(side):
+                model(static_x)
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                static_y = model(static_x)
+            for x, scale in requests:
+                set_adapter_scale(model, scale)
+                static_x.copy_(x)
+                graph.replay()
+                yield static_y.clone()
+    ''') == [("CG601", 'return self.base(x) + self.lora_B["default"](self.lora_A["default"](x)) * self.scaling')]

@@ -14,7 +14,7 @@ from cglint.engine.definitions import AttrWrite, ClassInfo, FunctionInfo, Module
 from cglint.engine.project import Project
 from cglint.engine.registries import written_entries
 from cglint.engine.arguments import bind
-from cglint.engine.values import FALSE, HOST, NONE, PY_NONE, TENSOR, TRUE, UNKNOWN, Kind, Value, class_instance, evaluate, instance_of, join, literal_value, loop_element
+from cglint.engine.values import FALSE, HOST, NONE, PY_NONE, TENSOR, TRUE, UNKNOWN, Kind, Value, class_instance, evaluate, instance_of, join, literal_value, loop_element, narrowed
 
 _DTYPES = frozenset(
     "float16 float32 float64 bfloat16 half float double int8 int16 int32 int64 uint8 long int short bool "
@@ -575,6 +575,8 @@ def function_values(
                 # A comprehension's variable is its own: it leaves a local of the same name alone.
                 if isinstance(leaf, cst.Name) and (isinstance(node, cst.For) or leaf.value not in env):
                     env[leaf.value] = each if len(leaves) == 1 else each.items[index] if index < len(each.items) else UNKNOWN
+        elif isinstance(node, cst.If):  # `if isinstance(module, LoraLinear): module.set_scale(s)`
+            env.update((name, value) for name, value in narrowed(node.test, scope).items() if not env.get(name, UNKNOWN).targets)
         elif isinstance(node, cst.Return) and node.value is not None and declared is None:
             current = evaluate(node.value, scope)
             if isinstance(node.value, cst.Tuple):

@@ -356,7 +356,7 @@ def loop_element(iterable: cst.BaseExpression, scope: "Scope") -> Value:
             return Value(Kind.OBJECT, items=tuple(loop_element(arg, scope) for arg in positional(iterable)))
     value = evaluate(iterable, scope)
     if value.kind == Kind.OBJECT and value.tag == "module_container":
-        return Value(Kind.OBJECT, targets=value.targets)
+        return Value(Kind.OBJECT, targets=value.targets, tag="module")
     if value.is_tensor:
         return Value(value.kind)
     if value.items and not isinstance(iterable, cst.Dict):  # a list or tuple of known items: any of them
@@ -838,8 +838,8 @@ def _subscript(expr: cst.Subscript, scope: "Scope") -> Value:
         # Indexing with a mask or a data-sized index gives a data-sized result.
         data = base.data or any(_data_index(e, scope) for e in expr.slice)
         return Value(base.kind, base.random, tag=MASK if base.tag == MASK else "", data=data)  # a mask's slice is a mask
-    if base.kind == Kind.OBJECT and base.tag == "module_container":
-        return Value(Kind.OBJECT, targets=base.targets)
+    if base.kind == Kind.OBJECT and base.tag == "module_container":  # `self.lora_B[name]`: a module
+        return Value(Kind.OBJECT, targets=base.targets, tag="module")
     if base.kind in (Kind.HOST, Kind.NUMPY):
         return replace(base, const=None, qualname="")
     return UNKNOWN
