@@ -51,10 +51,10 @@ MAX_TRACE_STEPS = 24
 # to diffusers' `Attention(` in 100 files: searching up to 64 changed no finding and made
 # diffusers' check 70% slower.
 MAX_CONSTRUCTING_FILES = 8
-# How many subclasses of a class are read for the constructions they make of it (through
-# `super().__init__(...)` or an inherited `__init__`): a base with more (`nn.Module`-like
-# roots of a model zoo) gets no single constant from them anyway.
-MAX_SUBCLASS_CONSTRUCTIONS = 8
+# How many subclasses a class may have for their `super().__init__(...)` calls to be read as
+# constructions of it: a base with more (the root of a model zoo) gets no single constant
+# from them anyway, and asking each for its own constructions cascades through the hierarchy.
+MAX_SUBCLASS_CONSTRUCTIONS = 3
 
 
 def _raise(module: ModuleInfo, exc: BaseException) -> None:
@@ -819,16 +819,15 @@ class Engine:
         return self._constructions.get(id(cls), [])
 
     def _subclass_constructions(self, cls) -> None:
-        """A subclass constructs its base too: `super().__init__(optimizer)` in its `__init__`
-        (with what the subclass's own callers pass), or its own constructions where it inherits
-        the base's `__init__` (recorded under the class whose `__init__` runs)."""
-        if "__init__" not in cls.methods:
+        """A subclass constructs its base too: `super().__init__(optimizer)` in its `__init__`,
+        with what the subclass's own callers pass. Only for a base with few subclasses: each
+        asks for its own constructions in turn, and a model zoo's base has hundreds."""
+        subclasses = self.project.subclasses(cls) if "__init__" in cls.methods else []
+        if len(subclasses) > MAX_SUBCLASS_CONSTRUCTIONS:
             return
-        for sub in self.project.subclasses(cls)[:MAX_SUBCLASS_CONSTRUCTIONS]:
+        for sub in subclasses:
             init = sub.methods.get("__init__")
-            if init is None:
-                self.constructions(sub)
-            elif "__init__" in self._identifiers(init):
+            if init is not None and "__init__" in self._identifiers(init):
                 self._guarded(sub.module, lambda: self._note_constructions_named(init, "__init__"))
 
     def _constructor_params(self, function: FunctionInfo, calls: list[cst.Call]) -> dict[str, Value]:
@@ -838,8 +837,8 @@ class Engine:
         if function.name == "__init__" and function.cls is not None:
             return Scope(self.project, function).constructor_objects(function.cls, function)
         passed = {a.value.value for call in calls for a in call.args if isinstance(a.value, cst.Name)}
-        if not passed & {p.name.value for p in function.params}:
-            return {}
+        if function.cls is not None or function.parent is not None or not passed & {p.name.value for p in function.params}:
+            return {}  # module-level factories only: searching every method's callers doubled SGLang's run
         return {name: value for name, value in self.project.parameters(function).items() if name in passed}
 
     def _may_drive(self, function: FunctionInfo) -> bool:

@@ -24,7 +24,7 @@ import libcst as cst
 from cglint import vocabulary
 from cglint.engine.definitions import FunctionInfo
 from cglint.engine.warmup_only import initializes_once, suite_nodes
-from cglint.engine.syntax import assigned_names, call_method, code_of, descendants, item_name, iterated_container, named_attribute_write
+from cglint.engine.syntax import assigned_names, call_method, code_of, descendants, identifiers, item_name, iterated_container, named_attribute_write
 
 if TYPE_CHECKING:
     from cglint.engine.project import Project
@@ -89,10 +89,20 @@ def setter_scope(project: "Project", function: FunctionInfo):
     """A setter's scope: its parameters are what its callers pass where that is a project
     object (`activate_domain(model, d)` calling `model.set_enabled_adapters(...)`), and its
     locals as it assigns them (`for module in self.adapter_modules(): module.enable()`)."""
-    from cglint.engine.scope import function_values
+    from cglint.engine.scope import Scope, function_values, initial_env
 
-    params = {name: value for name, value in project.parameters(function).items() if value.targets or value.items}
-    return function_values(project, function, params)[0]
+    def build():
+        node = function.node
+        if not isinstance(node, cst.FunctionDef):
+            return Scope(project, function, initial_env(project, function))
+        # Only what its calls' receivers read: the rest of a long function is not evaluated, and
+        # its callers are searched only when a parameter is a receiver (`model.set_scale(s)`).
+        callees = [n.func for n in descendants(node) if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)]
+        needed = {leaf for func in callees for leaf in identifiers(func)}
+        given = {p.name.value for p in function.params} & needed
+        params = {name: value for name, value in project.parameters(function).items() if name in given and (value.targets or value.items)} if given else {}
+        return function_values(project, function, params, reading=callees)[0]
+    return project.cached(("setter-scope", function.key), build, Scope(project, function))
 
 
 def initialised_once(project: "Project", function: FunctionInfo) -> frozenset:

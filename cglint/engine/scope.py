@@ -546,7 +546,9 @@ def function_values(
     Its parameters are what their declarations say, or `params` where given.
 
     `reading`: only the locals these expressions read, and those their assignments read (a
-    search for one call's arguments need not evaluate the rest of a long function)."""
+    search for one call's arguments need not evaluate the rest of a long function), loop
+    variables and `isinstance` tests included (evaluating every loop of every function
+    whose locals are asked for made SGLang's run half as long again)."""
     env = initial_env(project, function)
     env.update(params or {})
     scope = Scope(project, function, env)
@@ -568,14 +570,14 @@ def function_values(
                     if isinstance(element.value, cst.Name):
                         item = value.items[index] if index < len(value.items) else Value(value.kind) if value.is_tensor else UNKNOWN
                         env[element.value.value] = item
-        elif isinstance(node, (cst.For, cst.CompFor)):  # `for module in self.adapter_modules()`: an element
+        elif reading is not None and isinstance(node, (cst.For, cst.CompFor)):  # `for module in self.adapter_modules()`
             each = loop_element(node.iter, scope)
             leaves = list(assigned_names(node.target))
             for index, leaf in enumerate(leaves):
                 # A comprehension's variable is its own: it leaves a local of the same name alone.
                 if isinstance(leaf, cst.Name) and (isinstance(node, cst.For) or leaf.value not in env):
                     env[leaf.value] = each if len(leaves) == 1 else each.items[index] if index < len(each.items) else UNKNOWN
-        elif isinstance(node, cst.If):  # `if isinstance(module, LoraLinear): module.set_scale(s)`
+        elif reading is not None and isinstance(node, cst.If):  # `if isinstance(module, LoraLinear): module.set_scale(s)`
             env.update((name, value) for name, value in narrowed(node.test, scope).items() if not env.get(name, UNKNOWN).targets)
         elif isinstance(node, cst.Return) and node.value is not None and declared is None:
             current = evaluate(node.value, scope)
@@ -598,6 +600,9 @@ def _assignments_read(nodes: list[cst.CSTNode], reading: Iterable[cst.CSTNode]) 
             bound = {leaf.value for leaf in assigned_names(node.targets[0].target) if isinstance(leaf, cst.Name)}
         elif isinstance(node, (cst.For, cst.CompFor)):
             bound = {leaf.value for leaf in assigned_names(node.target) if isinstance(leaf, cst.Name)}
+        elif isinstance(node, cst.If) and isinstance(node.test, cst.Call) and node.test.args:  # `isinstance(m, Lora)`
+            first = node.test.args[0].value
+            bound = {first.value} if isinstance(first, cst.Name) else set()
         else:
             continue
         if bound & needed:
