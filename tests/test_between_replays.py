@@ -707,3 +707,86 @@ def test_scale_of_adapters_set_through_an_isinstance_filter_between_replays():
                 graph.replay()
                 yield static_y.clone()
     ''') == [("CG601", 'return self.base(x) + self.lora_B["default"](self.lora_A["default"](x)) * self.scaling')]
+
+
+INJECTED_ADAPTERS = '''
+import torch
+from contextlib import contextmanager
+from torch import nn
+
+
+class LoraLinear(nn.Module):
+    def __init__(self, base_layer):
+        super().__init__()
+        self.base_layer = base_layer
+        self.lora_A = nn.Linear(base_layer.in_features, 4, bias=False)
+        self.lora_B = nn.Linear(4, base_layer.out_features, bias=False)
+        self.scaling = {"default": 2.0}
+
+    def forward(self, x):
+        scaling = self.scaling["default"]
+        return self.base_layer(x) + self.lora_B(self.lora_A(x)) * scaling
+
+
+class Block(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        return self.proj(self.norm(x))
+
+
+def inject_adapter(model):
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            if isinstance(child, nn.Linear):
+                setattr(module, name, LoraLinear(child))
+    return model
+
+
+@contextmanager
+def rescale(model, multiplier):
+    saved = {}
+    for module in model.modules():
+        if isinstance(module, LoraLinear):
+            saved[module] = module.scaling
+            module.scaling = {k: v * multiplier for k, v in module.scaling.items()}
+    try:
+        yield
+    finally:
+        for module, scaling in saved.items():
+            module.scaling = scaling
+
+
+def serve(requests):
+    model = inject_adapter(Block(16)).cuda()
+    graphed = torch.cuda.make_graphed_callables(model, (torch.zeros(2, 16, device="cuda"),))
+    outs = []
+    for x, multiplier in requests:
+        with rescale(model, multiplier):
+            outs.append(BODY)
+    return outs
+'''
+
+
+def test_adapters_swapped_in_by_name_rescaled_around_a_replay():
+    # PEFT: `setattr(parent, name, LoraLinear(child))` over the model's `nn.Linear` children,
+    # and `rescale_adapter_scale` around the call of the graphed model.
+    assert found(INJECTED_ADAPTERS.replace("BODY", "graphed(x).clone()")) == [
+        ("CG601", "return self.base_layer(x) + self.lora_B(self.lora_A(x)) * scaling")
+    ]
+
+
+def test_adapters_rescaled_around_an_eager_call_and_put_back_is_no_finding():
+    # The graph is replayed elsewhere; the context manager restores the scale on exit.
+    source = INJECTED_ADAPTERS.replace("BODY", "model(x)").replace(
+        "    return outs", "    outs.extend(graphed(x).clone() for x, _ in requests)\n    return outs"
+    )
+    assert found(source) == []
+
+
+def test_a_swap_tested_against_another_torch_class_does_not_replace_linears():
+    source = INJECTED_ADAPTERS.replace("isinstance(child, nn.Linear)", "isinstance(child, nn.Conv2d)")
+    assert found(source.replace("BODY", "graphed(x).clone()")) == []

@@ -27,7 +27,7 @@ from cglint.engine.project import Project
 from cglint.engine.reach_graph import ReachGraph, marker_node
 from cglint.engine.replay_writes import (
     ANY_CONTAINER, ANY_ITEM, ANY_OWNER, ITEM, argument_keys, attribute_key, attribute_write_keys, entry_name, item_keys, loop_container,
-    callees_of, owners, reachable, restored_state, setter_scope, writes_of,
+    callees_of, owners, reachable, restored_state, restores_on_exit, setter_scope, writes_of,
 )
 from cglint.engine.scope import Scope, function_values, initial_env
 from cglint.engine.state import Change, StateFacts
@@ -136,6 +136,7 @@ class Engine:
         self._region_reads: dict[int, set[str]] = {}  # id(class) -> `self.` attributes captured code read
         self._callers_index: Optional[tuple[int, tuple[dict[int, list], dict[int, list]]]] = None  # (host calls known, _host_call_index())
         self._drivers: set[int] = set()  # replay only through calls of functions that replay
+        self._replaying_calls: dict[int, set[int]] = {}  # function key -> ids of its calls of graphed callables
         self._lazy_capturers: set[int] = set()  # functions that capture in first-call-only branches
         self._eager_capturers: set[int] = set()  # and those that capture on every call
         self._host_keys: Optional[tuple[int, set]] = None  # (captures known, their host functions' keys)
@@ -626,6 +627,8 @@ class Engine:
             writes, done = {}, 0
         capturing = {c.function.key for c in self._captures.values() if c.function is not None}
         for _, function, call, caller in self._host_callees(between=True, start=done):
+            if restores_on_exit(self.project, function) and not self._with_body_replays(caller, call):
+                continue  # `with lora_scale(model, s): model(x)` run eagerly, the scale put back
             changed = writes_of(self.project, function)
             if changed and any(f.key in capturing for f in reachable(self.project, function)):
                 continue  # rebuilds the state and captures again (NeMo's `_graph_reinitialize`)
@@ -635,6 +638,17 @@ class Engine:
         # Extended next time only if nothing it depends on changed while it was made.
         self._replay_writes_state = (state, self._between_state(), len(self._host_calls))
         return writes
+
+    def _with_body_replays(self, function: FunctionInfo, call: cst.Call) -> bool:
+        """Whether the `with` statement that enters `call` replays in its body (True where the
+        call enters no `with`)."""
+        node = function.node
+        statement = next((w for w in descendants(node) if isinstance(w, cst.With) and any(i.item is call for i in w.items)), None) if node is not None else None
+        if statement is None:
+            return True
+        index, replays, _, _ = self._statement_order(function)
+        inside = [index[id(n)] for n in descendants(statement.body) if id(n) in index]
+        return bool(inside) and any(min(inside) <= r <= max(inside) for r in replays)
 
     def _between_state(self) -> tuple:
         """What the answers of between_replays and the project's derived facts depend on; each
@@ -881,10 +895,13 @@ class Engine:
     def is_compiled_name(self, name: Optional[str]) -> bool:
         return bool(name) and name in self._compiled_names
 
-    def note_replay(self, function: FunctionInfo, through: bool = False) -> None:
-        """`function` replays a graph; `through` a call of a function that replays (a serving
-        loop calling `runner.execute(x)`): then only its loops that make such calls run
-        between replays (what it does before them may precede the capture itself)."""
+    def note_replay(self, function: FunctionInfo, through: bool = False, call: Optional[cst.Call] = None) -> None:
+        """`function` replays a graph (at `call`, a call of a graphed callable, where given);
+        `through` a call of a function that replays (a serving loop calling
+        `runner.execute(x)`): then only its loops that make such calls run between replays
+        (what it does before them may precede the capture itself)."""
+        if call is not None:
+            self._replaying_calls.setdefault(function.key, set()).add(id(call))
         if through and function.key not in self._replayers:
             self._drivers.add(function.key)
         elif not through:
@@ -1120,7 +1137,8 @@ class Engine:
 
     def _statement_order(self, function: FunctionInfo) -> tuple:
         key = function.key
-        known_calls = len(self._calls_by_caller.get(key, ()))  # asked again once more of its calls are known
+        # asked again once more of its calls are known
+        known_calls = (len(self._calls_by_caller.get(key, ())), len(self._replaying_calls.get(key, ())))
         if key not in self._order or self._order[key][4] != known_calls:
             index: dict[int, int] = {}
             replays: list[int] = []
@@ -1130,6 +1148,7 @@ class Engine:
             nodes = function.body if not isinstance(function.node, cst.Module) else list(function.node.body)
             # `step(images, masks)` where `step` is a runner whose __call__ replays: a replay too.
             running = {id(call) for callees, call in self._calls_by_caller.get(key, ()) if any(map(self.calls_replay, callees))}
+            running |= self._replaying_calls.get(key, set())
             for top in nodes:
                 for node in [top, *descendants(top)]:
                     if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):

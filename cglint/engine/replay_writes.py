@@ -59,6 +59,7 @@ def _scan(project: "Project", function: FunctionInfo, depth: int) -> frozenset:
     scope = functools.cache(lambda: setter_scope(project, function))  # made when first needed
     restored = restored_state(project, function)
     once = initialised_once(project, function)
+    entered = {id(item.item) for n in descendants(node) if isinstance(n, cst.With) for item in n.items}
     for current in descendants(node):
         if id(current) in once:
             continue
@@ -81,6 +82,8 @@ def _scan(project: "Project", function: FunctionInfo, depth: int) -> frozenset:
                 found.update(attribute_write_keys(named, scope()))
             if depth > 1:
                 for callee in callees_of(project, scope(), current):
+                    if id(current) in entered and restores_on_exit(project, callee):
+                        continue  # put back when the `with` ends, before this function returns
                     found.update(k for k in writes_of(project, callee, depth - 1) if k[0] != _PARAM)
     return frozenset(found)
 
@@ -165,6 +168,22 @@ def _restored(node: cst.CSTNode) -> frozenset:
     # (the replay loop's own switches still count: its replays run between them).
     restored.update(_mode_key(receiver) for receiver, called in switches.items() if called == _MODE_SWITCHES)
     return frozenset(restored)
+
+
+def restores_on_exit(project: "Project", function: FunctionInfo) -> bool:
+    """A `@contextmanager` that yields inside `try:` with a `finally:` (PEFT's
+    `rescale_adapter_scale`): what it changes holds only while the `with` body runs."""
+    def scan() -> bool:
+        from cglint.engine.captures import is_contextmanager
+        from cglint.engine.scope import Scope
+
+        if not isinstance(function.node, cst.FunctionDef) or not is_contextmanager(function, Scope(project, function)):
+            return False
+        return any(
+            isinstance(node, cst.Try) and node.finalbody is not None and any(isinstance(n, (cst.Yield, cst.Await)) for n in descendants(node.body))
+            for node in descendants(function.node)
+        )
+    return project.cached(("restores-on-exit", function.key), scan, False)
 
 
 def _mode_key(receiver: str) -> str:

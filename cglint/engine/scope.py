@@ -13,6 +13,7 @@ from cglint import vocabulary
 from cglint.engine.definitions import AttrWrite, ClassInfo, FunctionInfo, ModuleInfo, dataclass_fields, self_attr
 from cglint.engine.project import Project
 from cglint.engine.registries import written_entries
+from cglint.engine.surgery import swapped_in
 from cglint.engine.arguments import bind
 from cglint.engine.values import FALSE, HOST, NONE, PY_NONE, TENSOR, TRUE, UNKNOWN, Kind, Value, class_instance, evaluate, instance_of, join, literal_value, loop_element, narrowed
 
@@ -260,7 +261,11 @@ class Scope:
                 if write.value is None:
                     current = UNKNOWN
                 else:
-                    current = evaluate(write.value, Scope(self.project, write.method, initial_env(self.project, write.method)))
+                    writer = Scope(self.project, write.method, initial_env(self.project, write.method))
+                    current = evaluate(write.value, writer)
+                    if current.tag == "module" and not current.targets and isinstance(write.value, cst.Call):
+                        swapped = swapped_in(self.project, writer.qualname(write.value.func), lambda f: Scope(self.project, f).assigned(f))  # `nn.Linear` a LoRA layer replaced
+                        current = join(current, swapped) if swapped is not None else current
                     if current.kind == Kind.CPU_TENSOR and isinstance(write.node, cst.Call):
                         current = replace(current, kind=Kind.TENSOR)  # a registered buffer moves with its module (`.cuda()`)
                     if current.kind == Kind.UNKNOWN and _is_parameter(write.value, write.method, setter=True):

@@ -494,7 +494,7 @@ class Walker:
             self.capture_targets(node, CaptureKind.HELPER, [a.value for a in node.args], helper=qualified or "")
         callees = self.callees(node)
         if not self.in_region and self.replays_when_called(evaluate(node.func, self.scope)):
-            self.engine.note_replay(self.function)  # calling a graphed or compiled callable replays its graphs
+            self.engine.note_replay(self.function, call=node)  # calling a graphed or compiled callable replays its graphs
         elif not self.in_region and any(self.engine.replays_elsewhere(function) for function, _ in callees) and not self.engine.captures_in(self.function):
             self.engine.note_replay(self.function, through=True)  # `self.model_runner.execute_model(x)`: a method that replays
         if not self.in_region and self.mode is Mode.DISCOVER:
