@@ -37,7 +37,8 @@ def swapped_in(project: "Project", torch_class: Optional[str], scope_of: ScopeOf
     (`torch.nn.Linear`) was held, or None."""
     if not torch_class:
         return None
-    return project.cached(("swaps",), lambda: _swaps(project, scope_of), {}).get(torch_class)
+    pending: dict[str, Value] = {}
+    return project.cached(("swaps",), lambda: _swaps(project, scope_of), pending).get(torch_class)
 
 
 def _swaps(project: "Project", scope_of: ScopeOf) -> dict[str, Value]:
