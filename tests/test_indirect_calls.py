@@ -1076,3 +1076,59 @@ def test_a_runner_built_by_a_factory_function_runs_the_model_its_caller_passes(t
     """
     found = findings(tmp_path, {"engine.py": engine, "run.py": script}, select=("control-flow",))
     assert {(path, code, line) for path, code, line in by_file(found, tmp_path)} == {("run.py", "CG201", 7)}
+
+
+NAN_DETECTOR = """
+    import torch
+    from torch import nn
+
+    class NanDetector:
+        # fairseq's: a forward hook on every linear and layer norm, reporting the first NaN.
+        def __init__(self, model):
+            self.has_printed = False
+            for name, mod in model.named_modules():
+                if isinstance(mod, (nn.Linear, nn.LayerNorm)):
+                    self.add_hooks(mod)
+
+        def add_hooks(self, module):
+            module.register_forward_hook(self.hook)
+
+        def _detect(self, tensor):
+            if torch.isnan(tensor).any():
+                return "NaN"
+            return None
+
+        def hook(self, module, inputs, output):
+            if not self.has_printed:
+                err = self._detect(output)
+                if err is not None:
+                    SETS_FLAG
+                    print(err)
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = nn.LayerNorm(16)
+            self.act = nn.GELU()
+
+        def forward(self, x):
+            return self.act(self.norm(x))
+
+    model = Model().cuda()
+    detector = NanDetector(model)
+    x = torch.zeros(8, 16, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = model(x)
+"""
+
+
+def test_a_hook_on_torch_layer_norms_runs_where_they_run(tmp_path):
+    # The flag is set only when a NaN is found: on the usual call the check runs again.
+    found = findings(tmp_path, {"model.py": NAN_DETECTOR.replace("SETS_FLAG", "self.has_printed = True")}, select=("sync", "control-flow"))
+    assert ("model.py", "CG201", 16) in by_file(found, tmp_path)
+
+
+def test_a_hook_on_torch_classes_the_model_does_not_call_is_not_followed(tmp_path):
+    source = NAN_DETECTOR.replace("SETS_FLAG", "pass").replace("(nn.Linear, nn.LayerNorm)", "nn.Conv2d")
+    assert by_file(findings(tmp_path, {"model.py": source}, select=("sync", "control-flow")), tmp_path) == set()

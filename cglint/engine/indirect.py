@@ -15,6 +15,7 @@ import libcst as cst
 
 from cglint.engine.definitions import ClassInfo, FunctionInfo, self_attr
 from cglint.engine.project import Project
+from cglint.engine.surgery import tested_torch_classes
 from cglint.engine.syntax import descendants
 from cglint.engine.values import Kind, Value, evaluate, loop_element, returned_closures, returns_of
 
@@ -84,18 +85,28 @@ def module_hooks(project: Project, cls: ClassInfo, holder: Optional[ClassInfo] =
     return found
 
 
-def _registered_hooks(project: Project, parameters: Optional[Parameters], on_attribute: bool = False) -> list:
-    found: tuple[list, list] = project.cached("module-hooks", lambda: _find_hooks(project, parameters), ([], []))
-    return found[1] if on_attribute else found[0]
+def torch_module_hooks(project: Project, torch_classes: Optional[set[str]], parameters: Optional[Parameters] = None) -> list[FunctionInfo]:
+    """The hooks registered on torch's own modules of these classes (any class, where not
+    known): `for m in model.modules(): if isinstance(m, nn.Linear): m.register_forward_hook(
+    self.check)`, a NaN detector on every linear layer."""
+    return [hook for torch_class, hook in _registered_hooks(project, parameters, on_torch=True)
+            if torch_classes is None or torch_class in torch_classes]
 
 
-def _find_hooks(project: Project, parameters: Optional[Parameters]) -> tuple[list, list]:
-    """(owner class, hook) for hooks registered on a module, and ((holder class, attribute),
-    hooks) for hooks registered on `self.<attribute>` in a method of the holder."""
+def _registered_hooks(project: Project, parameters: Optional[Parameters], on_attribute: bool = False, on_torch: bool = False) -> list:
+    found: tuple[list, list, list] = project.cached("module-hooks", lambda: _find_hooks(project, parameters), ([], [], []))
+    return found[2] if on_torch else found[1] if on_attribute else found[0]
+
+
+def _find_hooks(project: Project, parameters: Optional[Parameters]) -> tuple[list, list, list]:
+    """(owner class, hook) for hooks registered on a module, ((holder class, attribute),
+    hooks) for hooks registered on `self.<attribute>` in a method of the holder, and (torch
+    class, hook) for hooks registered on torch modules that an `isinstance` test picked."""
     from cglint.engine.scope import Scope
 
     found: list[tuple[ClassInfo, FunctionInfo]] = []
     on_attributes: dict[tuple, list] = {}
+    on_torch: list[tuple[str, FunctionInfo]] = []
     modules = {id(m): m for name in _HOOK_METHODS for m in project.modules_mentioning(name, limit=MAX_HOOK_FILES)}
     for module in modules.values():
         for function in [*module.all_functions(), module.body_function]:
@@ -126,7 +137,20 @@ def _find_hooks(project: Project, parameters: Optional[Parameters]) -> tuple[lis
                         value = _every_submodule(function.node, receiver.value, scope)
                     owners = [t for t in value.targets if isinstance(t, ClassInfo)]
                     found.extend((owner, hook) for owner in owners for hook in hooks)
-    return found, list(on_attributes.items())
+                    if not owners and isinstance(receiver, cst.Name):  # a torch module the function was given or loops over
+                        tested = tested_torch_classes(function, lambda f: scope) or _tested_in_callers(project, function, parameters)
+                        on_torch.extend((torch_class, hook) for torch_class in tested for hook in hooks)
+    return found, list(on_attributes.items()), on_torch
+
+
+def _tested_in_callers(project: Project, function: FunctionInfo, parameters: Optional[Parameters]) -> set[str]:
+    """The torch classes the callers of a hook-registering helper test (`if isinstance(mod,
+    nn.Linear): self.add_hooks(mod)`): only those in its own module, a helper's usual place."""
+    from cglint.engine.scope import Scope
+
+    called = f"{function.name}("
+    callers = [f for f in function.module.all_functions() if f is not function and (f.outline is None or f.outline.mentions((called,)))]
+    return set().union(*(tested_torch_classes(f, lambda g: Scope(project, g)) for f in callers))
 
 
 def _loops_over_parameter(function: FunctionInfo) -> bool:

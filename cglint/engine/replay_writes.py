@@ -88,10 +88,11 @@ def _scan(project: "Project", function: FunctionInfo, depth: int) -> frozenset:
     return frozenset(found)
 
 
-def setter_scope(project: "Project", function: FunctionInfo):
+def setter_scope(project: "Project", function: FunctionInfo, with_callers: bool = True):
     """A setter's scope: its parameters are what its callers pass where that is a project
     object (`activate_domain(model, d)` calling `model.set_enabled_adapters(...)`), and its
-    locals as it assigns them (`for module in self.adapter_modules(): module.enable()`)."""
+    locals as it assigns them (`for module in self.adapter_modules(): module.enable()`).
+    Without `with_callers`, its parameters are unknown: no search for its call sites."""
     from cglint.engine.scope import Scope, function_values, initial_env
 
     def build():
@@ -102,10 +103,10 @@ def setter_scope(project: "Project", function: FunctionInfo):
         # its callers are searched only when a parameter is a receiver (`model.set_scale(s)`).
         callees = [n.func for n in descendants(node) if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)]
         needed = {leaf for func in callees for leaf in identifiers(func)}
-        given = {p.name.value for p in function.params} & needed
+        given = {p.name.value for p in function.params} & needed if with_callers else set()
         params = {name: value for name, value in project.parameters(function).items() if name in given and (value.targets or value.items)} if given else {}
         return function_values(project, function, params, reading=callees)[0]
-    return project.cached(("setter-scope", function.key), build, Scope(project, function))
+    return project.cached(("setter-scope", function.key, with_callers), build, Scope(project, function))
 
 
 def initialised_once(project: "Project", function: FunctionInfo) -> frozenset:
@@ -124,7 +125,7 @@ def _reach(project: "Project", function: FunctionInfo, depth: int) -> tuple:
 
     found = {function.key: function}
     if depth > 1 and isinstance(function.node, cst.FunctionDef):
-        scope = setter_scope(project, function)
+        scope = setter_scope(project, function, with_callers=False)  # what it reaches, not what it writes
         for call in (n for n in descendants(function.node) if isinstance(n, cst.Call)):
             for callee in callees_of(project, scope, call):
                 for reached in reachable(project, callee, depth - 1):

@@ -59,8 +59,8 @@ def _swaps(project: "Project", scope_of: ScopeOf) -> dict[str, Value]:
                 if value is None:
                     continue
                 if tested_here is None:
-                    tested_here = set().union(*(_tested_classes(f, scope_of) for f in module.all_functions()))
-                tested = _tested_classes(function, scope_of) or tested_here
+                    tested_here = set().union(*(tested_torch_classes(f, scope_of) for f in module.all_functions()))
+                tested = tested_torch_classes(function, scope_of) or tested_here
                 for torch_class in tested:
                     found[torch_class] = join(found[torch_class], value) if torch_class in found else value
     return found
@@ -86,7 +86,7 @@ def _swapped_value(project: "Project", scope: "Scope", call: cst.Call) -> Option
     return Value(Kind.OBJECT, targets=modules, tag="module") if modules else None
 
 
-def _tested_classes(function: FunctionInfo, scope_of: ScopeOf) -> set[str]:
+def tested_torch_classes(function: FunctionInfo, scope_of: ScopeOf) -> set[str]:
     """The torch.nn classes `isinstance` tests in a function (`isinstance(m, (nn.Linear, nn.Conv2d))`)."""
     node = function.node
     if not isinstance(node, cst.FunctionDef) or (function.outline is not None and not function.outline.mentions(("isinstance(",))):

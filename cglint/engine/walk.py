@@ -799,6 +799,12 @@ class Walker:
                 for cls in receiver.targets if receiver is not None else (function.cls,):
                     for hook in indirect.module_hooks(project, cls, self.function.cls, held, self.engine.parameter_values.of):
                         self.engine.enqueue(hook, {}, self.job, step)
+        called = evaluate(call.func, self.scope) if not targets else callee
+        if not targets and called.tag == "module" and not called.targets and not called.is_class:
+            # `self.out_proj(x)` of an `nn.Linear`: hooks registered on torch's linears run.
+            torch_classes = {called.qualname} if called.qualname else None
+            for hook in indirect.torch_module_hooks(project, torch_classes, self.engine.parameter_values.of):
+                self.engine.enqueue(hook, {}, self.job, step)
         if not targets and self.scope.qualname(call.func) not in _NOT_CALLING:
             # An external function given a project callable will call it (checkpoint(fn, x), vmap(fn)).
             for function in self.callables(a.value for a in call.args):
@@ -852,3 +858,4 @@ def _passes_on(function: FunctionInfo, names: set[str]) -> bool:
         isinstance(node, cst.Call) and any(isinstance(a.value, cst.Name) and a.value.value in names for a in node.args)
         for node in descendants(function.node)
     )
+

@@ -22,7 +22,7 @@ from typing import Callable, Iterable, NamedTuple
 import libcst as cst
 
 from cglint.engine.definitions import FunctionInfo
-from cglint.engine.syntax import assigned_names, call_method, code_of, decorator_callee, descendants, dotted_name, positional, string_value
+from cglint.engine.syntax import assigned_names, call_method, children, code_of, decorator_callee, descendants, dotted_name, positional, string_value
 
 # Words in a decorator's name that say its function body runs once per distinct argument
 # tuple: `functools.lru_cache`, `cache`, `cached_property`, and projects' own memo decorators
@@ -52,7 +52,7 @@ def initializes_once(node: cst.If, stateful: Stateful, callees: Callees) -> bool
     local (`if out is None: out = torch.empty_like(x)`) is set anew on every call."""
     # An `else:` (Transformer Engine: `if requires_update: select(); ... else: use the cached
     # choice`) is the path every later call takes; only the body is warmup's.
-    return _once(node.test, suite_nodes(node.body), stateful, callees)
+    return _once(node.test, _unconditional_nodes(node.body), stateful, callees)
 
 
 def first_call_only(node: cst.If, stateful: Stateful, callees: Callees) -> bool:
@@ -218,9 +218,32 @@ def _fills_in_callee(call: cst.Call, test: StateTest, callees: Callees, depth: i
             if not (function.is_method and function.params):
                 continue
             renamed = test._replace(text=function.params[0].name.value + test.text[len(receiver.value):])
-        if _fills(suite_nodes(function.node.body), renamed, callees, depth - 1):
+        if _fills(_unconditional_nodes(function.node.body), renamed, callees, depth - 1):
             return True
     return False
+
+
+def _unconditional_nodes(suite: cst.BaseSuite) -> list:
+    """suite_nodes, less what an `if` without `else` in it guards: code that sets the flag
+    only when it finds something (`if err is not None: self.has_printed = True`, a NaN
+    detector) leaves it unset on the usual call, and the guarded code runs again."""
+    found: list = []
+    for stmt in suite_body(suite):
+        if isinstance(stmt, cst.If):
+            found.extend(descendants(stmt.test))
+            if isinstance(stmt.orelse, cst.Else):  # `if fast: self._t = a` / `else: self._t = b` fills it either way
+                found.extend([*_unconditional_nodes(stmt.body), *_unconditional_nodes(stmt.orelse.body)])
+            continue
+        found.append(stmt)
+        if isinstance(stmt, cst.BaseCompoundStatement) and not isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            for part in children(stmt):
+                if isinstance(part, cst.BaseSuite):
+                    found.extend(_unconditional_nodes(part))
+                else:
+                    found.extend([part, *descendants(part)])
+        else:
+            found.extend(descendants(stmt))
+    return found
 
 
 # `run_once()` runs a step one time, each time it is called (SGLang's captured forward is
