@@ -764,3 +764,35 @@ def test_a_list_emptied_and_refilled_in_the_same_call_is_rebuilt_not_grown(tmp_p
         select=["CG504"],
     )
     assert codes_lines(found) == {("CG504", 15)}
+
+
+def test_rank_checks_on_a_torch_layers_bias_are_shape_not_data(tmp_path):
+    # mamba-ssm's selective_state_update, given `dt_bias=self.dt_proj.bias` of an nn.Linear:
+    # `dt_bias.dim() == 1` asks the rank; `.item()` on it beside still reads data.
+    found = findings(
+        tmp_path,
+        {
+            "mixer.py": """
+            import torch
+            from torch import nn
+
+            def state_update(state, x, dt_bias=None):
+                if dt_bias is not None and dt_bias.dim() == 1:
+                    dt_bias = dt_bias.unsqueeze(0)
+                if dt_bias.sum().item() > 0:
+                    x = x * 2
+                return state + x + dt_bias
+
+            class Mixer(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.dt_proj = nn.Linear(4, 4, bias=True)
+
+                def forward(self, state):
+                    return state_update(state, state, dt_bias=self.dt_proj.bias)
+            """,
+            "run.py": capture_script("from mixer import Mixer\nmodel = Mixer().cuda()", "y = model(x)"),
+        },
+        select=["CG101", "CG201"],
+    )
+    assert codes_lines(found) == {("CG101", 7)}

@@ -756,6 +756,8 @@ def _attribute(expr: cst.Attribute, scope: "Scope") -> Value:
         if attr in ("T", "mT", "H", "mH", "data", "real", "imag", "grad"):
             return base if base.is_tensor else UNKNOWN
         return UNKNOWN
+    if base.kind == Kind.OBJECT and base.tag == "module" and not base.targets and attr in vocabulary.names("values.module_tensor_attributes"):
+        return TENSOR  # `self.dt_proj.bias` of an `nn.Linear`
     if base.kind == Kind.OBJECT:
         value = _attribute_of(base, attr, scope)
         if value.kind == Kind.UNKNOWN and base.tag == "module" and attr in vocabulary.names("values.module_host_attributes"):
