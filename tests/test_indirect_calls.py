@@ -1132,3 +1132,31 @@ def test_a_hook_on_torch_layer_norms_runs_where_they_run(tmp_path):
 def test_a_hook_on_torch_classes_the_model_does_not_call_is_not_followed(tmp_path):
     source = NAN_DETECTOR.replace("SETS_FLAG", "pass").replace("(nn.Linear, nn.LayerNorm)", "nn.Conv2d")
     assert by_file(findings(tmp_path, {"model.py": source}, select=("sync", "control-flow")), tmp_path) == set()
+
+
+def test_imports_through_a_namespace_package_resolve(tmp_path):
+    # Megatron: `megatron/` has no `__init__.py`; its packages import themselves as
+    # `megatron.core...`, which must name the files under it.
+    files = {
+        "megatron/core/__init__.py": "from megatron.core import layers\n",
+        "megatron/core/layers.py": """
+            import torch
+
+            def gate(x):
+                if x.sum() > 0:
+                    return x
+                return -x
+        """,
+        "megatron/core/model.py": """
+            import torch
+            from torch import nn
+            from megatron.core.layers import gate
+
+            class Model(nn.Module):
+                def forward(self, x):
+                    return gate(x)
+        """,
+        "megatron/core/runner.py": RUNNER.format(cls="Model").replace("from model import", "from megatron.core.model import"),
+    }
+    found = findings(tmp_path, files, paths=["megatron"], select=("control-flow",))
+    assert ("megatron/core/layers.py", "CG201", 4) in by_file(found, tmp_path)
